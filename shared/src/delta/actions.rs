@@ -1,0 +1,242 @@
+//! Delta log actions as they appear in JSON commits and (converted) checkpoints.
+//!
+//! Only the fields lakemirror needs are modelled; unknown fields and unknown actions are
+//! ignored, as the Delta protocol asks of readers.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+/// One line of a commit file, or one row of a checkpoint: at most one field is set.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionLine {
+    pub add: Option<Add>,
+    pub remove: Option<Remove>,
+    pub meta_data: Option<Metadata>,
+    pub protocol: Option<Protocol>,
+    pub commit_info: Option<CommitInfo>,
+}
+
+/// A data file that becomes part of the table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Add {
+    /// URI-encoded path, relative to the table root or absolute.
+    pub path: String,
+    #[serde(default)]
+    pub partition_values: HashMap<String, Option<String>>,
+    pub size: i64,
+    #[serde(default = "default_true")]
+    pub data_change: bool,
+    /// JSON string with `numRecords`, `minValues`, ...; may be absent.
+    pub stats: Option<String>,
+    pub deletion_vector: Option<serde_json::Value>,
+}
+
+/// A data file that leaves the table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remove {
+    pub path: String,
+    #[serde(default = "default_true")]
+    pub data_change: bool,
+    pub deletion_vector: Option<serde_json::Value>,
+}
+
+/// Table metadata: schema, partitioning, configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub schema_string: String,
+    #[serde(default)]
+    pub partition_columns: Vec<String>,
+    #[serde(default)]
+    pub configuration: HashMap<String, Option<String>>,
+}
+
+/// Reader and writer requirements of the table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protocol {
+    pub min_reader_version: i32,
+    #[serde(default)]
+    pub reader_features: Option<Vec<String>>,
+}
+
+/// What the writer said about the commit; only its timestamp matters here.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitInfo {
+    pub timestamp: Option<i64>,
+    pub in_commit_timestamp: Option<i64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The actions of one Delta version, in log order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaCommit {
+    pub version: i64,
+    /// Milliseconds since the epoch: in-commit timestamp, else commitInfo, else file time.
+    pub timestamp_ms: i64,
+    pub adds: Vec<Add>,
+    pub removes: Vec<Remove>,
+    pub metadata: Option<Metadata>,
+    pub protocol: Option<Protocol>,
+}
+
+impl DeltaCommit {
+    /// Parses a newline-delimited JSON commit file. `file_time_ms` is the object's
+    /// modification time, used when the commit carries no timestamp of its own.
+    pub fn parse(version: i64, bytes: &[u8], file_time_ms: i64) -> Result<Self, String> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| format!("commit {version} is not UTF-8: {e}"))?;
+        let mut commit = DeltaCommit {
+            version,
+            timestamp_ms: file_time_ms,
+            adds: Vec::new(),
+            removes: Vec::new(),
+            metadata: None,
+            protocol: None,
+        };
+        let mut info_time = None;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let action: ActionLine = serde_json::from_str(line).map_err(|e| {
+                format!("commit {version}, line {}: not a Delta action ({e})", n + 1)
+            })?;
+            if let Some(info) = &action.commit_info {
+                info_time = info.in_commit_timestamp.or(info.timestamp);
+            }
+            commit.push(action);
+        }
+        if let Some(t) = info_time {
+            commit.timestamp_ms = t;
+        }
+        Ok(commit)
+    }
+
+    fn push(&mut self, action: ActionLine) {
+        if let Some(add) = action.add {
+            self.adds.push(add);
+        }
+        if let Some(remove) = action.remove {
+            self.removes.push(remove);
+        }
+        if let Some(metadata) = action.meta_data {
+            self.metadata = Some(metadata);
+        }
+        if let Some(protocol) = action.protocol {
+            self.protocol = Some(protocol);
+        }
+    }
+
+    /// True when every file action says the data did not change (OPTIMIZE, compaction).
+    pub fn is_rearrangement(&self) -> bool {
+        let any = !self.adds.is_empty() || !self.removes.is_empty();
+        any && self.adds.iter().all(|a| !a.data_change)
+            && self.removes.iter().all(|r| !r.data_change)
+    }
+}
+
+/// `numRecords` from an `add.stats` JSON string, when present and sane.
+pub fn num_records(stats: Option<&str>) -> Option<u64> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Stats {
+        num_records: Option<i64>,
+    }
+    let stats: Stats = serde_json::from_str(stats?).ok()?;
+    stats.num_records.and_then(|n| u64::try_from(n).ok())
+}
+
+/// Reader features lakemirror can mirror today. Anything else stops the sync.
+const SUPPORTED_READER_FEATURES: &[&str] = &["timestampNtz", "vacuumProtocolCheck"];
+
+/// Checks that lakemirror can read the table: returns the first feature it cannot mirror.
+pub fn unsupported_feature(protocol: &Protocol, metadata: Option<&Metadata>) -> Option<String> {
+    if let Some(mode) = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"))
+        && let Some(mode) = mode.as_deref()
+        && mode != "none"
+    {
+        return Some(format!("columnMapping (mode {mode})"));
+    }
+    match protocol.min_reader_version {
+        1 => None,
+        2 => Some("columnMapping (reader version 2)".to_string()),
+        3 => protocol
+            .reader_features
+            .iter()
+            .flatten()
+            .find(|f| !SUPPORTED_READER_FEATURES.contains(&f.as_str()))
+            .cloned(),
+        v => Some(format!("reader version {v}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commit_lines_and_prefers_commit_info_time() {
+        let text = br#"{"commitInfo":{"timestamp":1700000000000,"operation":"WRITE","operationParameters":{"auto":true,"x":null}}}
+{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}
+{"metaData":{"id":"x","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[]}","partitionColumns":["p"],"configuration":{},"createdTime":1}}
+{"add":{"path":"p=a%20b/part-0.parquet","partitionValues":{"p":"a b"},"size":10,"modificationTime":1,"dataChange":true,"stats":"{\"numRecords\":3}"}}
+{"remove":{"path":"old.parquet","deletionTimestamp":5,"dataChange":true}}
+{"someFutureAction":{"x":1}}
+"#;
+        let commit = DeltaCommit::parse(7, text, 42).unwrap();
+        assert_eq!(commit.version, 7);
+        assert_eq!(commit.timestamp_ms, 1_700_000_000_000);
+        assert_eq!(commit.adds.len(), 1);
+        assert_eq!(commit.adds[0].partition_values["p"].as_deref(), Some("a b"));
+        assert_eq!(num_records(commit.adds[0].stats.as_deref()), Some(3));
+        assert_eq!(commit.removes[0].path, "old.parquet");
+        assert_eq!(commit.metadata.unwrap().partition_columns, vec!["p"]);
+        assert!(!DeltaCommit::parse(7, b"", 42).unwrap().is_rearrangement());
+    }
+
+    #[test]
+    fn malformed_line_names_the_line() {
+        let err = DeltaCommit::parse(3, b"{\"add\":{}}\n{oops", 0).unwrap_err();
+        assert!(err.contains("commit 3, line 1"), "{err}");
+    }
+
+    #[test]
+    fn optimize_commit_is_a_rearrangement() {
+        let text = br#"{"add":{"path":"b","partitionValues":{},"size":1,"modificationTime":1,"dataChange":false}}
+{"remove":{"path":"a","dataChange":false}}"#;
+        assert!(DeltaCommit::parse(1, text, 0).unwrap().is_rearrangement());
+    }
+
+    #[test]
+    fn missing_or_bad_stats_give_no_record_count() {
+        assert_eq!(num_records(None), None);
+        assert_eq!(num_records(Some("{}")), None);
+        assert_eq!(num_records(Some("not json")), None);
+        assert_eq!(num_records(Some(r#"{"numRecords":-1}"#)), None);
+    }
+
+    #[test]
+    fn refuses_features_it_cannot_mirror() {
+        let p = |v, f: &[&str]| Protocol {
+            min_reader_version: v,
+            reader_features: Some(f.iter().map(|s| s.to_string()).collect()),
+        };
+        assert_eq!(unsupported_feature(&p(1, &[]), None), None);
+        assert_eq!(unsupported_feature(&p(3, &["timestampNtz"]), None), None);
+        assert_eq!(
+            unsupported_feature(&p(3, &["timestampNtz", "deletionVectors"]), None).as_deref(),
+            Some("deletionVectors")
+        );
+        assert!(unsupported_feature(&p(2, &[]), None).unwrap().contains("columnMapping"));
+        assert!(unsupported_feature(&p(4, &[]), None).is_some());
+    }
+}

@@ -1,0 +1,411 @@
+//! The `_delta_log` folder on storage: which versions exist, commits and checkpoints.
+//!
+//! Only `_delta_log/` is ever listed; data files come from the log alone.
+
+use bytes::Bytes;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::{Field, Row};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::actions::{ActionLine, DeltaCommit, Metadata, Protocol};
+use super::replay::ActiveFileSet;
+use crate::error::{Error, Result};
+use crate::storage::TableStorage;
+
+/// What a file in `_delta_log/` is, judged by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFileKind {
+    Commit(i64),
+    /// Classic checkpoint; `parts` is `Some((part, of))` for multi-part checkpoints.
+    Checkpoint { version: i64, parts: Option<(u32, u32)> },
+    /// UUID-named (v2) checkpoint.
+    V2Checkpoint(i64),
+    /// `.crc`, `_last_checkpoint`, compacted logs, temporary files, sidecars...
+    Other,
+}
+
+/// Classifies a file name (the last path segment) in `_delta_log/`.
+pub fn classify(name: &str) -> LogFileKind {
+    let Some((digits, rest)) = name.split_at_checked(20) else { return LogFileKind::Other };
+    let Ok(version) = digits.parse::<i64>() else { return LogFileKind::Other };
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return LogFileKind::Other;
+    }
+    match rest {
+        ".json" => LogFileKind::Commit(version),
+        ".checkpoint.parquet" => LogFileKind::Checkpoint { version, parts: None },
+        _ => {
+            let Some(tail) = rest.strip_prefix(".checkpoint.") else { return LogFileKind::Other };
+            let stem = tail
+                .strip_suffix(".parquet")
+                .or_else(|| tail.strip_suffix(".json"));
+            let Some(stem) = stem else { return LogFileKind::Other };
+            let numbers: Vec<_> = stem.split('.').collect();
+            match numbers.as_slice() {
+                [part, of] if tail.ends_with(".parquet") => match (part.parse(), of.parse()) {
+                    (Ok(part), Ok(of)) => LogFileKind::Checkpoint { version, parts: Some((part, of)) },
+                    _ => LogFileKind::Other,
+                },
+                [_uuid] => LogFileKind::V2Checkpoint(version),
+                _ => LogFileKind::Other,
+            }
+        }
+    }
+}
+
+/// The table at one version, rebuilt from a checkpoint and commits.
+#[derive(Debug, Clone)]
+pub struct DeltaSnapshot {
+    pub version: i64,
+    pub timestamp_ms: i64,
+    pub active: ActiveFileSet,
+}
+
+impl DeltaSnapshot {
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.active.metadata.as_ref()
+    }
+    pub fn protocol(&self) -> Option<&Protocol> {
+        self.active.protocol.as_ref()
+    }
+}
+
+/// Commits found after a version.
+#[derive(Debug)]
+pub enum CommitsSince {
+    /// Every commit from the next version up to the target, in order (maybe none).
+    Contiguous(Vec<DeltaCommit>),
+    /// The commit right after the version is gone (log cleanup): rebuild from a checkpoint.
+    Gap { first_available: Option<i64> },
+}
+
+#[derive(Deserialize)]
+struct LastCheckpoint {
+    version: i64,
+}
+
+/// Reads the `_delta_log` of one table.
+#[derive(Debug, Clone)]
+pub struct DeltaLog {
+    table: TableStorage,
+}
+
+impl DeltaLog {
+    pub fn new(table: TableStorage) -> Self {
+        Self { table }
+    }
+
+    pub fn table(&self) -> &TableStorage {
+        &self.table
+    }
+
+    fn log_dir(&self) -> String {
+        self.table.location("_delta_log/")
+    }
+
+    fn log_file(&self, name: &str) -> String {
+        self.table.location(&format!("_delta_log/{name}"))
+    }
+
+    fn malformed(&self, reason: impl std::fmt::Display) -> Error {
+        Error::malformed(self.table.root_uri(), reason)
+    }
+
+    /// Log files after version `after` (all when None), classified, in version order.
+    async fn list(&self, after: Option<i64>) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
+        // Keys sort by their zero-padded version, so `<after>.zzz` sorts after every file
+        // of version `after` and before those of `after + 1`.
+        let offset = after.map(|v| self.log_file(&format!("{v:020}.zzz")));
+        let listed = self.table.list_after(&self.log_dir(), offset.as_deref()).await?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|meta| {
+                let name = meta.location.filename()?.to_string();
+                // Only direct children of _delta_log (not _sidecars/, _commits/).
+                let parent_is_log = meta.location.as_ref().rsplit('/').nth(1) == Some("_delta_log");
+                let kind = classify(&name);
+                (parent_is_log && kind != LogFileKind::Other).then_some((kind, meta))
+            })
+            .collect())
+    }
+
+    async fn read_commit(&self, version: i64, meta: &object_store::ObjectMeta) -> Result<DeltaCommit> {
+        let location = self.table.location_of_key(&meta.location);
+        let (bytes, _) = self.table.get(&location).await?;
+        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
+            .map_err(|reason| self.malformed(reason))
+    }
+
+    /// The commits after `version` up to `target` (newest when None).
+    pub async fn commits_since(&self, version: i64, target: Option<i64>) -> Result<CommitsSince> {
+        let listed = self.list(Some(version)).await?;
+        let mut commits = Vec::new();
+        let mut expected = version + 1;
+        for (kind, meta) in &listed {
+            let LogFileKind::Commit(v) = *kind else { continue };
+            if target.is_some_and(|t| v > t) {
+                break;
+            }
+            if v != expected {
+                if commits.is_empty() {
+                    return Ok(CommitsSince::Gap { first_available: Some(v) });
+                }
+                return Err(self.malformed(format!("commit {expected} is missing but {v} exists")));
+            }
+            commits.push(self.read_commit(v, meta).await?);
+            expected += 1;
+        }
+        if let Some(t) = target
+            && t > version
+            && commits.last().map(|c| c.version) != Some(t)
+        {
+            return Err(Error::InvalidInput(format!(
+                "Delta version {t} of {} does not exist (newest is {})",
+                self.table.root_uri(),
+                commits.last().map_or(version, |c| c.version)
+            )));
+        }
+        Ok(CommitsSince::Contiguous(commits))
+    }
+
+    /// Rebuilds the table at `target` (newest when None) from the newest complete
+    /// checkpoint at or before it plus the JSON commits after that checkpoint.
+    pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
+        // `_last_checkpoint` is a hint that lets us list only the tail of the log.
+        let hint = match target {
+            None => self.last_checkpoint_version().await?,
+            Some(_) => None,
+        };
+        let mut listed = self.list(hint.map(|v| v - 1)).await?;
+        let has_base = |files: &[(LogFileKind, object_store::ObjectMeta)]| {
+            files.iter().any(|(k, _)| matches!(k, LogFileKind::Checkpoint { .. } | LogFileKind::Commit(0)))
+        };
+        if hint.is_some() && !has_base(&listed) {
+            tracing::warn!(table = self.table.root_uri(), "_last_checkpoint points to a missing checkpoint; reading the whole log");
+            listed = self.list(None).await?;
+        }
+        let newest = listed
+            .iter()
+            .filter_map(|(k, _)| match k {
+                LogFileKind::Commit(v) => Some(*v),
+                _ => None,
+            })
+            .filter(|v| target.is_none_or(|t| *v <= t))
+            .max();
+        let Some(version) = newest else {
+            if listed.is_empty() && self.list(None).await?.is_empty() {
+                return Err(Error::NotADeltaTable(self.table.root_uri().to_string()));
+            }
+            return Err(match target {
+                Some(t) => Error::InvalidInput(format!(
+                    "Delta version {t} of {} is not in the log",
+                    self.table.root_uri()
+                )),
+                None => Error::NotADeltaTable(self.table.root_uri().to_string()),
+            });
+        };
+        if target.is_some_and(|t| t != version) {
+            return Err(Error::InvalidInput(format!(
+                "Delta version {} of {} does not exist (newest is {version})",
+                target.unwrap_or_default(),
+                self.table.root_uri()
+            )));
+        }
+
+        let checkpoint = newest_complete_checkpoint(&listed, version);
+        let mut active = ActiveFileSet::default();
+        let start = match &checkpoint {
+            Some((cp_version, parts)) => {
+                for meta in parts {
+                    self.read_checkpoint_part(meta, &mut active).await?;
+                }
+                cp_version + 1
+            }
+            None => 0,
+        };
+        let mut timestamp_ms = 0;
+        for v in start..=version {
+            let meta = listed
+                .iter()
+                .find_map(|(k, m)| (*k == LogFileKind::Commit(v)).then_some(m))
+                .ok_or_else(|| {
+                    self.malformed(format!(
+                        "commit {v} is missing and no checkpoint covers it (log cleaned up without a checkpoint?)"
+                    ))
+                })?;
+            let commit = self.read_commit(v, meta).await?;
+            timestamp_ms = commit.timestamp_ms;
+            active.apply(&commit);
+        }
+        if start > version {
+            // The snapshot is the checkpoint itself: take the time of its commit if listed.
+            timestamp_ms = listed
+                .iter()
+                .find_map(|(k, m)| matches!(k, LogFileKind::Checkpoint { version: cv, .. } if *cv == version).then_some(m))
+                .map_or(0, |m| m.last_modified.timestamp_millis());
+        }
+        if active.metadata.is_none() || active.protocol.is_none() {
+            return Err(self.malformed(format!("no metaData or protocol action up to version {version}")));
+        }
+        Ok(DeltaSnapshot { version, timestamp_ms, active })
+    }
+
+    async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
+        let Some(bytes) = self.table.get_if_exists(&self.log_file("_last_checkpoint")).await? else {
+            return Ok(None);
+        };
+        match serde_json::from_slice::<LastCheckpoint>(&bytes) {
+            Ok(hint) => Ok(Some(hint.version)),
+            Err(e) => {
+                tracing::warn!(table = self.table.root_uri(), error = %e, "_last_checkpoint is unreadable; reading the whole log");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn read_checkpoint_part(&self, meta: &object_store::ObjectMeta, active: &mut ActiveFileSet) -> Result<()> {
+        let location = self.table.location_of_key(&meta.location);
+        let (bytes, _) = self.table.get(&location).await?;
+        let lines = checkpoint_actions(bytes).map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        for line in lines {
+            if let Some(add) = line.add {
+                active.files.insert(super::replay::decode_path(&add.path), add);
+            }
+            if let Some(m) = line.meta_data {
+                active.metadata = Some(m);
+            }
+            if let Some(p) = line.protocol {
+                active.protocol = Some(p);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The newest checkpoint at or before `version` whose parts are all present.
+fn newest_complete_checkpoint(
+    listed: &[(LogFileKind, object_store::ObjectMeta)],
+    version: i64,
+) -> Option<(i64, Vec<object_store::ObjectMeta>)> {
+    let mut candidates: Vec<i64> = listed
+        .iter()
+        .filter_map(|(k, _)| match k {
+            LogFileKind::Checkpoint { version: v, .. } if *v <= version => Some(*v),
+            _ => None,
+        })
+        .collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    candidates.into_iter().rev().find_map(|cv| {
+        let single: Vec<_> = listed
+            .iter()
+            .filter(|(k, _)| *k == LogFileKind::Checkpoint { version: cv, parts: None })
+            .map(|(_, m)| m.clone())
+            .collect();
+        if !single.is_empty() {
+            return Some((cv, single));
+        }
+        // Multi-part: take the first `of` for which every part 1..=of is listed.
+        let mut parts: Vec<(u32, u32, object_store::ObjectMeta)> = listed
+            .iter()
+            .filter_map(|(k, m)| match k {
+                LogFileKind::Checkpoint { version: v, parts: Some((p, of)) } if *v == cv => Some((*p, *of, m.clone())),
+                _ => None,
+            })
+            .collect();
+        parts.sort_by_key(|(p, of, _)| (*of, *p));
+        let total = parts.first().map(|(_, of, _)| *of)?;
+        let of_total: Vec<_> = parts.into_iter().filter(|(_, of, _)| *of == total).collect();
+        let complete = of_total.len() == total as usize
+            && of_total.iter().enumerate().all(|(i, (p, _, _))| *p as usize == i + 1);
+        complete.then(|| (cv, of_total.into_iter().map(|(_, _, m)| m).collect()))
+    })
+}
+
+/// Reads a classic checkpoint (Parquet) into action lines.
+pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
+    let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
+    let rows = reader.get_row_iter(None).map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
+    for row in rows {
+        let row = row.map_err(|e| e.to_string())?;
+        let line: ActionLine = serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+/// A checkpoint row as the JSON object the same action has in a commit file.
+fn row_to_json(row: &Row) -> Value {
+    Value::Object(row.get_column_iter().map(|(name, field)| (name.clone(), field_to_json(field))).collect())
+}
+
+fn field_to_json(field: &Field) -> Value {
+    match field {
+        Field::Null => Value::Null,
+        Field::Bool(b) => Value::Bool(*b),
+        Field::Byte(n) => Value::from(*n),
+        Field::Short(n) => Value::from(*n),
+        Field::Int(n) => Value::from(*n),
+        Field::Long(n) => Value::from(*n),
+        Field::UByte(n) => Value::from(*n),
+        Field::UShort(n) => Value::from(*n),
+        Field::UInt(n) => Value::from(*n),
+        Field::ULong(n) => Value::from(*n),
+        Field::Float(x) => Value::from(*x),
+        Field::Double(x) => Value::from(*x),
+        Field::Str(s) => Value::String(s.clone()),
+        Field::Date(d) => Value::from(*d),
+        Field::TimestampMillis(t) => Value::from(*t),
+        Field::TimestampMicros(t) => Value::from(*t),
+        Field::Group(row) => row_to_json(row),
+        Field::ListInternal(list) => Value::Array(list.elements().iter().map(field_to_json).collect()),
+        Field::MapInternal(map) => Value::Object(
+            map.entries()
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Field::Str(s) => s.clone(),
+                        other => field_to_json(other).to_string(),
+                    };
+                    (key, field_to_json(v))
+                })
+                .collect(),
+        ),
+        // Not used by the actions lakemirror reads.
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_log_file_names() {
+        assert_eq!(classify("00000000000000000042.json"), LogFileKind::Commit(42));
+        assert_eq!(
+            classify("00000000000000000010.checkpoint.parquet"),
+            LogFileKind::Checkpoint { version: 10, parts: None }
+        );
+        assert_eq!(
+            classify("00000000000000000001.checkpoint.0000000002.0000000002.parquet"),
+            LogFileKind::Checkpoint { version: 1, parts: Some((2, 2)) }
+        );
+        assert_eq!(
+            classify("00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"),
+            LogFileKind::V2Checkpoint(2)
+        );
+        for other in [
+            "_last_checkpoint",
+            "00000000000000000042.crc",
+            ".00000000000000000042.json.crc",
+            "00000000000000000004.00000000000000000006.compacted.json",
+            ".00000000000000000042.json.tmp",
+            "0000000000000000004a.json",
+        ] {
+            assert_eq!(classify(other), LogFileKind::Other, "{other}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The Delta schema (`metaData.schemaString`), parsed into plain data.
+
+use serde_json::Value;
+
+/// A Delta data type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeltaType {
+    /// `long`, `string`, `decimal(10,2)`, ... exactly as written in the log.
+    Primitive(String),
+    Struct(Vec<DeltaField>),
+    Array {
+        element: Box<DeltaType>,
+        contains_null: bool,
+    },
+    Map {
+        key: Box<DeltaType>,
+        value: Box<DeltaType>,
+        value_contains_null: bool,
+    },
+}
+
+/// A named field of a struct.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaField {
+    pub name: String,
+    pub data_type: DeltaType,
+    pub nullable: bool,
+}
+
+/// Parses `schemaString`: a JSON struct type.
+pub fn parse_schema(schema_string: &str) -> Result<Vec<DeltaField>, String> {
+    let value: Value =
+        serde_json::from_str(schema_string).map_err(|e| format!("schemaString is not JSON: {e}"))?;
+    match parse_type(&value)? {
+        DeltaType::Struct(fields) => Ok(fields),
+        other => Err(format!("schemaString is not a struct type: {other:?}")),
+    }
+}
+
+fn parse_type(value: &Value) -> Result<DeltaType, String> {
+    if let Some(name) = value.as_str() {
+        return Ok(DeltaType::Primitive(name.to_string()));
+    }
+    let kind = value.get("type").and_then(Value::as_str);
+    match kind {
+        Some("struct") => {
+            let fields = value
+                .get("fields")
+                .and_then(Value::as_array)
+                .ok_or("struct type without fields")?;
+            fields.iter().map(parse_field).collect::<Result<_, _>>().map(DeltaType::Struct)
+        }
+        Some("array") => Ok(DeltaType::Array {
+            element: Box::new(parse_type(value.get("elementType").ok_or("array without elementType")?)?),
+            contains_null: value.get("containsNull").and_then(Value::as_bool).unwrap_or(true),
+        }),
+        Some("map") => Ok(DeltaType::Map {
+            key: Box::new(parse_type(value.get("keyType").ok_or("map without keyType")?)?),
+            value: Box::new(parse_type(value.get("valueType").ok_or("map without valueType")?)?),
+            value_contains_null: value
+                .get("valueContainsNull")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        }),
+        _ => Err(format!("unknown Delta type {value}")),
+    }
+}
+
+fn parse_field(value: &Value) -> Result<DeltaField, String> {
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("struct field without name: {value}"))?;
+    Ok(DeltaField {
+        name: name.to_string(),
+        data_type: parse_type(value.get("type").ok_or_else(|| format!("field {name} without type"))?)?,
+        nullable: value.get("nullable").and_then(Value::as_bool).unwrap_or(true),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nested_types() {
+        let s = r#"{"type":"struct","fields":[
+            {"name":"id","type":"long","nullable":false,"metadata":{}},
+            {"name":"d","type":"decimal(10,2)","nullable":true,"metadata":{}},
+            {"name":"s","type":{"type":"struct","fields":[{"name":"a","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+            {"name":"l","type":{"type":"array","elementType":"integer","containsNull":false},"nullable":true,"metadata":{}},
+            {"name":"m","type":{"type":"map","keyType":"string","valueType":{"type":"array","elementType":"long","containsNull":true},"valueContainsNull":true},"nullable":true,"metadata":{}}
+        ]}"#;
+        let fields = parse_schema(s).unwrap();
+        assert_eq!(fields.len(), 5);
+        assert!(!fields[0].nullable);
+        assert_eq!(fields[1].data_type, DeltaType::Primitive("decimal(10,2)".into()));
+        assert!(matches!(&fields[3].data_type, DeltaType::Array { contains_null: false, .. }));
+        assert!(matches!(&fields[4].data_type, DeltaType::Map { value, .. } if matches!(**value, DeltaType::Array { .. })));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(parse_schema("[]").is_err());
+        assert!(parse_schema(r#"{"type":"struct","fields":[{"type":"long"}]}"#).is_err());
+        assert!(parse_schema("nope").is_err());
+    }
+}

@@ -1,0 +1,90 @@
+//! The one error type of the crate. Every variant says what went wrong and what to do.
+
+use std::fmt;
+
+/// Result alias used throughout lakemirror.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can stop a sync.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Delta table uses a protocol feature lakemirror cannot mirror yet. Permanent.
+    #[error(
+        "Delta table {table} uses the {feature} feature, which lakemirror does not mirror yet; nothing was written. Mirror another table or upgrade lakemirror"
+    )]
+    UnsupportedFeature { table: String, feature: String },
+
+    /// The Delta log is unreadable or contradicts itself. Permanent until the log is repaired.
+    #[error("Delta log of {table} is not usable: {reason}")]
+    MalformedLog { table: String, reason: String },
+
+    /// No Delta table at the given location.
+    #[error(
+        "no Delta table at {0}: there is no _delta_log with commits there. Check --table-uri (it must be the folder that contains _delta_log)"
+    )]
+    NotADeltaTable(String),
+
+    /// The caller asked for something that cannot be done.
+    #[error("{0}")]
+    InvalidInput(String),
+
+    /// The Glue table exists but is not an Iceberg table lakemirror can continue.
+    #[error("{0}")]
+    CatalogState(String),
+
+    /// Another writer changed the Glue table between our read and our update. Retryable.
+    #[error(
+        "Glue table {0} was changed by another writer while we committed; re-run to retry (lakemirror retries this by itself a few times)"
+    )]
+    CommitConflict(String),
+
+    /// A call to AWS Glue failed.
+    #[error("AWS Glue {operation} failed: {message}")]
+    Glue {
+        operation: &'static str,
+        message: String,
+        retryable: bool,
+    },
+
+    /// Reading or writing an object failed.
+    #[error("storage: {0}")]
+    Storage(#[from] object_store::Error),
+
+    /// Building Iceberg metadata failed.
+    #[error("Iceberg metadata: {0}")]
+    Iceberg(#[from] iceberg::Error),
+
+    /// Parquet footer could not be read.
+    #[error("Parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+
+    /// JSON (de)serialization failed.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Whether running the same sync again may succeed without anyone changing anything
+    /// (throttling, conflicts, 5xx). Permanent errors should go to a dead-letter queue.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::CommitConflict(_) => true,
+            Error::Glue { retryable, .. } => *retryable,
+            Error::Storage(e) => !matches!(
+                e,
+                object_store::Error::NotFound { .. }
+                    | object_store::Error::InvalidPath { .. }
+                    | object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+            ),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn malformed(table: impl fmt::Display, reason: impl fmt::Display) -> Self {
+        Error::MalformedLog {
+            table: table.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! lakemirror: keeps a Delta Lake table readable as an Apache Iceberg table in AWS Glue,
+//! over the very same Parquet files.
+//!
+//! - [`delta`] reads the Delta log (checkpoints and commits; never a directory listing).
+//! - [`mirror`] plans Iceberg snapshots from Delta actions (pure) and writes them.
+//! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
+//! - [`sync`] ties them together: one `glue-sync`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod delta;
+pub mod error;
+pub mod glue;
+pub mod mirror;
+pub mod storage;
+pub mod sync;
+
+pub use error::{Error, Result};

@@ -1,0 +1,86 @@
+//! The `lakemirror` command line: the same code as the Lambda functions, for back-fills,
+//! checks and local runs.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use lakemirror::glue::GlueCatalog;
+use lakemirror::storage::IoCounters;
+use lakemirror::sync::{glue_sync, GlueSyncRequest};
+
+#[derive(Parser)]
+#[command(name = "lakemirror", version, about = "Keep a Delta Lake table readable everywhere: as an Iceberg table in AWS Glue over the same Parquet files")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bring the Iceberg table in AWS Glue to the Delta table's newest version, one Iceberg
+    /// snapshot per Delta version. Safe to re-run and to run concurrently.
+    ///
+    /// AWS settings come from the standard chain and environment: AWS_REGION,
+    /// AWS_ENDPOINT_URL (e.g. a local moto), AWS_ALLOW_HTTP=true for plain http.
+    /// The last line on stdout is a JSON report; progress goes to stderr.
+    GlueSync {
+        /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
+        #[arg(long, env = "TABLE_URI")]
+        table_uri: String,
+        /// Glue database that receives the Iceberg table (must exist).
+        #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
+        glue_database: String,
+        /// Glue table name [default: the table folder's name, lower-cased, other characters as _].
+        #[arg(long, visible_alias = "table", env = "GLUE_TABLE")]
+        glue_table: Option<String>,
+        /// Where Iceberg metadata files go [default: <table-uri>/_lakemirror/iceberg, which Delta VACUUM leaves alone].
+        #[arg(long, env = "METADATA_URI")]
+        metadata_uri: Option<String>,
+        /// Sync up to this Delta version instead of the newest.
+        #[arg(long)]
+        to_version: Option<i64>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKEMIRROR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("lakemirror=info")),
+        )
+        .with_target(false)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::GlueSync { table_uri, glue_database, glue_table, metadata_uri, to_version } => {
+            let counters = Arc::new(IoCounters::default());
+            let glue = GlueCatalog::from_env(counters.clone()).await;
+            let request = GlueSyncRequest { table_uri, database: glue_database, table: glue_table, metadata_uri, to_version };
+            glue_sync(&glue, &request, counters).await.and_then(|report| {
+                eprintln!(
+                    "{}.{} is at Delta version {} ({} snapshot(s) committed, +{} / -{} files)",
+                    report.database,
+                    report.table,
+                    report.delta_version.map_or("-".to_string(), |v| v.to_string()),
+                    report.snapshots_committed,
+                    report.added_files,
+                    report.removed_files
+                );
+                Ok(serde_json::to_string(&report)?)
+            })
+        }
+    };
+    match outcome {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

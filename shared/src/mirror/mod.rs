@@ -1,0 +1,9 @@
+//! The Delta -> Iceberg mirror: schema and partition mapping, planning, metadata writing.
+
+pub mod partition;
+pub mod plan;
+pub mod schema;
+pub mod writer;
+
+pub use plan::{plan_commits, plan_full, IcebergView, SnapshotPlan};
+pub use writer::{CommittedTable, MetadataWriter, StagedTable};

@@ -1,0 +1,360 @@
+//! Pure planning: Delta actions + what Iceberg already holds -> one snapshot plan per Delta
+//! version. No IO here; the plans are carried out by [`super::writer`].
+
+use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
+
+use super::partition::partition_literal;
+use super::schema::iceberg_schema;
+use crate::delta::actions::{num_records, unsupported_feature, Add, Metadata, Protocol};
+use crate::delta::replay::decode_path;
+use crate::delta::schema::parse_schema;
+use crate::delta::{DeltaCommit, DeltaSnapshot};
+use crate::error::{Error, Result};
+
+/// What the planner needs to know of the Iceberg table as it is now.
+#[derive(Debug, Clone)]
+pub struct IcebergView {
+    pub schema: Schema,
+    pub last_column_id: i32,
+    /// The ID the next new schema gets.
+    pub next_schema_id: i32,
+    /// Source column names of the identity partition fields, in order.
+    pub partition_columns: Vec<String>,
+    /// The Delta version of the current snapshot, if any.
+    pub delta_version: Option<i64>,
+}
+
+/// A data file to add, as the Delta log describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedFile {
+    /// Full URI with the real object key.
+    pub location: String,
+    pub partition: Struct,
+    pub size: u64,
+    /// From `add.stats.numRecords`; None means the Parquet footer must be read.
+    pub record_count: Option<u64>,
+}
+
+/// One Iceberg snapshot to write, for one Delta version.
+#[derive(Debug, Clone)]
+pub struct SnapshotPlan {
+    pub delta_version: i64,
+    pub commit_timestamp_ms: i64,
+    pub operation: Operation,
+    /// The schema (and partition columns) when they are new or changed at this version.
+    pub schema: Option<Schema>,
+    pub partition_columns: Vec<String>,
+    pub added: Vec<PlannedFile>,
+    /// Locations of data files that leave the table.
+    pub removed: Vec<String>,
+    /// The snapshot holds exactly `added`: nothing of the previous snapshot carries over.
+    pub replace_all: bool,
+}
+
+/// Plans the first snapshot of a table, or a rebuild after the log before the synced
+/// version was cleaned up: the whole active file set at `snapshot.version`.
+pub fn plan_full(root_uri: &str, current: Option<&IcebergView>, snapshot: &DeltaSnapshot) -> Result<SnapshotPlan> {
+    let table = root_uri;
+    let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
+        return Err(Error::malformed(table, "no metaData or protocol action"));
+    };
+    check_features(table, protocol, Some(metadata), snapshot.active.files.values())?;
+    let (schema, changed) = next_schema(table, current, metadata)?;
+    let added = snapshot
+        .active
+        .files
+        .values()
+        .map(|add| planned_file(root_uri, &schema, &metadata.partition_columns, add))
+        .collect::<Result<Vec<_>>>()?;
+    let operation = if current.is_some_and(|c| c.delta_version.is_some()) {
+        Operation::Overwrite
+    } else {
+        Operation::Append
+    };
+    Ok(SnapshotPlan {
+        delta_version: snapshot.version,
+        commit_timestamp_ms: snapshot.timestamp_ms,
+        operation,
+        schema: (changed || current.is_none()).then_some(schema),
+        partition_columns: metadata.partition_columns.clone(),
+        added,
+        removed: Vec::new(),
+        replace_all: true,
+    })
+}
+
+/// Plans one snapshot per commit, each relative to the previous one.
+pub fn plan_commits(root_uri: &str, current: &IcebergView, commits: &[DeltaCommit]) -> Result<Vec<SnapshotPlan>> {
+    let table = root_uri;
+    let mut view = current.clone();
+    let mut plans = Vec::with_capacity(commits.len());
+    for commit in commits {
+        let default_protocol = Protocol { min_reader_version: 1, reader_features: None };
+        check_features(
+            table,
+            commit.protocol.as_ref().unwrap_or(&default_protocol),
+            commit.metadata.as_ref(),
+            commit.adds.iter(),
+        )?;
+        let mut new_schema = None;
+        if let Some(metadata) = &commit.metadata {
+            if metadata.partition_columns != view.partition_columns {
+                return Err(Error::InvalidInput(format!(
+                    "Delta table {table} changed its partition columns at version {} from {:?} to {:?}; lakemirror cannot evolve the Iceberg partitioning yet. Delete the Glue table and sync again to rebuild it",
+                    commit.version, view.partition_columns, metadata.partition_columns
+                )));
+            }
+            let (schema, changed) = next_schema(table, Some(&view), metadata)?;
+            if changed {
+                view.last_column_id = view.last_column_id.max(schema.highest_field_id());
+                view.schema = schema.clone();
+                view.next_schema_id += 1;
+                new_schema = Some(schema);
+            }
+        }
+        let added = commit
+            .adds
+            .iter()
+            .map(|add| planned_file(root_uri, &view.schema, &view.partition_columns, add))
+            .collect::<Result<Vec<_>>>()?;
+        let removed = commit
+            .removes
+            .iter()
+            .map(|r| data_file_location(root_uri, &r.path))
+            .collect::<Result<Vec<_>>>()?;
+        let operation = match (added.is_empty(), removed.is_empty()) {
+            _ if commit.is_rearrangement() => Operation::Replace,
+            (false, true) | (true, true) => Operation::Append,
+            (true, false) => Operation::Delete,
+            (false, false) => Operation::Overwrite,
+        };
+        view.delta_version = Some(commit.version);
+        plans.push(SnapshotPlan {
+            delta_version: commit.version,
+            commit_timestamp_ms: commit.timestamp_ms,
+            operation,
+            schema: new_schema,
+            partition_columns: view.partition_columns.clone(),
+            added,
+            removed,
+            replace_all: false,
+        });
+    }
+    Ok(plans)
+}
+
+fn check_features<'a>(
+    table: &str,
+    protocol: &Protocol,
+    metadata: Option<&Metadata>,
+    mut adds: impl Iterator<Item = &'a Add>,
+) -> Result<()> {
+    let feature = unsupported_feature(protocol, metadata)
+        .or_else(|| adds.any(|a| a.deletion_vector.is_some()).then(|| "deletionVectors".to_string()));
+    match feature {
+        Some(feature) => Err(Error::UnsupportedFeature { table: table.to_string(), feature }),
+        None => Ok(()),
+    }
+}
+
+/// The Iceberg schema for `metadata`, and whether it differs from the current one.
+fn next_schema(table: &str, current: Option<&IcebergView>, metadata: &Metadata) -> Result<(Schema, bool)> {
+    let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
+    let (previous, last_id, next_id) = match current {
+        Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
+        None => (None, 0, 0),
+    };
+    let schema = iceberg_schema(&fields, previous, last_id, next_id)
+        .map_err(|e| Error::InvalidInput(format!("Delta table {table}: {e}")))?;
+    for column in &metadata.partition_columns {
+        match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
+            Some(Type::Primitive(_)) => {}
+            _ => return Err(Error::malformed(table, format!("partition column {column} is not a primitive column of the schema"))),
+        }
+    }
+    let changed = match previous {
+        Some(p) => p.as_struct() != schema.as_struct(),
+        None => true,
+    };
+    Ok((schema, changed))
+}
+
+fn planned_file(root_uri: &str, schema: &Schema, partition_columns: &[String], add: &Add) -> Result<PlannedFile> {
+    let location = data_file_location(root_uri, &add.path)?;
+    let partition = partition_columns
+        .iter()
+        .map(|column| partition_value(schema, column, add))
+        .collect::<Result<Vec<Option<Literal>>, String>>()
+        .map_err(|e| Error::malformed(root_uri, format!("{}: {e}", add.path)))?;
+    Ok(PlannedFile {
+        location,
+        partition: Struct::from_iter(partition),
+        size: u64::try_from(add.size).map_err(|_| Error::malformed(root_uri, format!("{}: negative size", add.path)))?,
+        record_count: num_records(add.stats.as_deref()),
+    })
+}
+
+fn partition_value(schema: &Schema, column: &str, add: &Add) -> Result<Option<Literal>, String> {
+    let ty = match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
+        Some(Type::Primitive(p)) => p.clone(),
+        _ => PrimitiveType::String,
+    };
+    // Delta stores partition values by the column's name; look it up case-insensitively
+    // as Spark does, and treat a missing key as null.
+    let raw = add
+        .partition_values
+        .get(column)
+        .or_else(|| add.partition_values.iter().find(|(k, _)| k.eq_ignore_ascii_case(column)).map(|(_, v)| v))
+        .and_then(|v| v.as_deref());
+    partition_literal(column, &ty, raw)
+}
+
+/// The full location of a data file from its Delta path (URI-encoded, relative or absolute),
+/// decoded exactly once. Paths that climb out of the table root are refused.
+pub fn data_file_location(root_uri: &str, path: &str) -> Result<String> {
+    let decoded = decode_path(path);
+    let location = if decoded.contains("://") {
+        decoded
+    } else if let Some(absolute) = decoded.strip_prefix("file:") {
+        format!("file://{}", absolute.trim_start_matches("//"))
+    } else {
+        format!("{root_uri}/{}", decoded.trim_start_matches('/'))
+    };
+    let escapes = location.split('/').any(|segment| segment == ".." || segment == ".");
+    if escapes || path.is_empty() {
+        return Err(Error::malformed(root_uri, format!("data file path {path:?} leaves the table root")));
+    }
+    Ok(location)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = "s3://lake/t";
+    const SCHEMA: &str = r#"{\"type\":\"struct\",\"fields\":[{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}},{\"name\":\"p\",\"type\":\"date\",\"nullable\":true,\"metadata\":{}}]}"#;
+
+    fn commit(version: i64, lines: &[String]) -> DeltaCommit {
+        DeltaCommit::parse(version, lines.join("\n").as_bytes(), 1000 + version).unwrap()
+    }
+
+    fn metadata(schema: &str) -> String {
+        format!(r#"{{"metaData":{{"id":"x","format":{{"provider":"parquet","options":{{}}}},"schemaString":"{schema}","partitionColumns":["p"],"configuration":{{}}}}}}"#)
+    }
+
+    fn protocol(reader: i32, features: &str) -> String {
+        format!(r#"{{"protocol":{{"minReaderVersion":{reader},"minWriterVersion":7,"readerFeatures":[{features}]}}}}"#)
+    }
+
+    fn add(path: &str, p: &str, stats: bool, data_change: bool) -> String {
+        let stats = if stats { r#","stats":"{\"numRecords\":4}""# } else { "" };
+        format!(r#"{{"add":{{"path":"{path}","partitionValues":{{"p":"{p}"}},"size":100,"modificationTime":1,"dataChange":{data_change}{stats}}}}}"#)
+    }
+
+    fn remove(path: &str, data_change: bool) -> String {
+        format!(r#"{{"remove":{{"path":"{path}","dataChange":{data_change}}}}}"#)
+    }
+
+    fn view_after_create() -> IcebergView {
+        let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
+        let plan = plan_full(ROOT, None, &snapshot).unwrap();
+        let schema = plan.schema.unwrap();
+        IcebergView {
+            last_column_id: schema.highest_field_id(),
+            next_schema_id: schema.schema_id() + 1,
+            schema,
+            partition_columns: vec!["p".into()],
+            delta_version: Some(0),
+        }
+    }
+
+    fn snapshot_of(commits: &[DeltaCommit]) -> DeltaSnapshot {
+        let mut active = crate::delta::ActiveFileSet::default();
+        commits.iter().for_each(|c| active.apply(c));
+        let last = commits.last().unwrap();
+        DeltaSnapshot { version: last.version, timestamp_ms: last.timestamp_ms, active }
+    }
+
+    #[test]
+    fn first_sync_plans_the_active_set_with_typed_partitions() {
+        let commits = [
+            commit(0, &[protocol(1, ""), metadata(SCHEMA), add("p=2021-01-02/a%20b.parquet", "2021-01-02", true, true)]),
+            commit(1, &[add("p=2021-01-03/c.parquet", "2021-01-03", false, true), remove("p=2021-01-02/a%20b.parquet", true)]),
+        ];
+        let plan = plan_full(ROOT, None, &snapshot_of(&commits)).unwrap();
+        assert_eq!(plan.delta_version, 1);
+        assert!(plan.replace_all);
+        assert_eq!(plan.operation, Operation::Append);
+        assert_eq!(plan.added.len(), 1);
+        let file = &plan.added[0];
+        assert_eq!(file.location, "s3://lake/t/p=2021-01-03/c.parquet");
+        assert_eq!(file.record_count, None, "no stats: the footer must be read");
+        assert_eq!(file.partition, Struct::from_iter([Some(Literal::date(18630))]));
+    }
+
+    #[test]
+    fn each_commit_becomes_one_snapshot_with_the_right_operation() {
+        let view = view_after_create();
+        let commits = [
+            commit(1, &[add("p=2021-01-02/a.parquet", "2021-01-02", true, true)]),
+            commit(2, &[add("p=2021-01-02/b.parquet", "2021-01-02", true, true), remove("p=2021-01-02/a.parquet", true)]),
+            commit(3, &[remove("p=2021-01-02/b.parquet", true)]),
+            commit(4, &[add("p=2021-01-02/c.parquet", "2021-01-02", true, false), remove("p=2021-01-02/x.parquet", false)]),
+            commit(5, &[r#"{"commitInfo":{"timestamp":77}}"#.to_string()]),
+        ];
+        let plans = plan_commits(ROOT, &view, &commits).unwrap();
+        let ops: Vec<_> = plans.iter().map(|p| (p.delta_version, p.operation.clone())).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (1, Operation::Append),
+                (2, Operation::Overwrite),
+                (3, Operation::Delete),
+                (4, Operation::Replace),
+                (5, Operation::Append)
+            ]
+        );
+        assert_eq!(plans[1].removed, vec!["s3://lake/t/p=2021-01-02/a.parquet"]);
+        assert_eq!(plans[0].added[0].record_count, Some(4));
+        assert_eq!(plans[4].commit_timestamp_ms, 77);
+        assert!(plans.iter().all(|p| p.schema.is_none() && !p.replace_all));
+    }
+
+    #[test]
+    fn added_column_becomes_a_new_schema_keeping_ids() {
+        let view = view_after_create();
+        let grown = SCHEMA.replace(
+            r#"{\"name\":\"p\""#,
+            r#"{\"name\":\"extra\",\"type\":\"string\",\"nullable\":true,\"metadata\":{}},{\"name\":\"p\""#,
+        );
+        let plans = plan_commits(ROOT, &view, &[commit(1, &[metadata(&grown)])]).unwrap();
+        let schema = plans[0].schema.clone().expect("schema change");
+        assert_eq!(schema.field_id_by_name("id"), view.schema.field_id_by_name("id"));
+        assert_eq!(schema.field_id_by_name("p"), view.schema.field_id_by_name("p"));
+        assert_eq!(schema.field_id_by_name("extra"), Some(view.last_column_id + 1));
+        assert_eq!(schema.schema_id(), view.next_schema_id);
+        // re-stating the same metadata is not a schema change
+        let same = plan_commits(ROOT, &view, &[commit(1, &[metadata(SCHEMA)])]).unwrap();
+        assert!(same[0].schema.is_none());
+    }
+
+    #[test]
+    fn unsupported_features_are_refused_naming_the_feature() {
+        let view = view_after_create();
+        let err = plan_commits(ROOT, &view, &[commit(1, &[protocol(3, r#""deletionVectors""#)])]).unwrap_err();
+        assert!(matches!(&err, Error::UnsupportedFeature { feature, .. } if feature == "deletionVectors"), "{err}");
+        let dv_add = r#"{"add":{"path":"a","partitionValues":{"p":null},"size":1,"modificationTime":1,"dataChange":true,"deletionVector":{"storageType":"u"}}}"#;
+        assert!(plan_commits(ROOT, &view, &[commit(1, &[dv_add.to_string()])]).is_err());
+        let snapshot = snapshot_of(&[commit(0, &[protocol(3, r#""columnMapping""#), metadata(SCHEMA)])]);
+        assert!(plan_full(ROOT, None, &snapshot).unwrap_err().to_string().contains("columnMapping"));
+    }
+
+    #[test]
+    fn paths_decode_once_and_may_not_escape() {
+        assert_eq!(data_file_location(ROOT, "x=A%252FA/p.parquet").unwrap(), "s3://lake/t/x=A%2FA/p.parquet");
+        assert_eq!(data_file_location(ROOT, "s3://other/abs%20olute.parquet").unwrap(), "s3://other/abs olute.parquet");
+        assert_eq!(data_file_location("file:///d/t", "file:/d/t/a.parquet").unwrap(), "file:///d/t/a.parquet");
+        assert!(data_file_location(ROOT, "../escape.parquet").is_err());
+        assert!(data_file_location(ROOT, "a/%2E%2E/b.parquet").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! Delta schema -> Iceberg schema, keeping field IDs stable across schema changes, and the
+//! name mapping that lets readers find columns in Parquet files written without field IDs.
+
+use std::sync::Arc;
+
+use iceberg::spec::{
+    ListType, MapType, MappedField, NameMapping, NestedField, NestedFieldRef, PrimitiveType,
+    Schema, StructType, Type,
+};
+
+use crate::delta::schema::{DeltaField, DeltaType};
+
+/// Assigns field IDs: reuses the ID a column had in the previous Iceberg schema (same
+/// name path, same kind of type) and gives every new column the next unused ID, so an ID
+/// never changes meaning.
+struct IdAssigner<'a> {
+    previous: Option<&'a Schema>,
+    last_id: i32,
+}
+
+impl IdAssigner<'_> {
+    fn id_for(&mut self, path: &str, new_type: &Type) -> i32 {
+        let reused = self.previous.and_then(|schema| {
+            let field = schema.field_by_name(path)?;
+            same_kind(&field.field_type, new_type).then_some(field.id)
+        });
+        reused.unwrap_or_else(|| {
+            self.last_id += 1;
+            self.last_id
+        })
+    }
+}
+
+fn same_kind(a: &Type, b: &Type) -> bool {
+    match (a, b) {
+        (Type::Primitive(x), Type::Primitive(y)) => x == y,
+        (Type::Struct(_), Type::Struct(_))
+        | (Type::List(_), Type::List(_))
+        | (Type::Map(_), Type::Map(_)) => true,
+        _ => false,
+    }
+}
+
+/// Converts a Delta schema to an Iceberg schema with ID `schema_id`.
+///
+/// `previous` is the table's current Iceberg schema (None for a new table) and
+/// `last_column_id` the table's highest assigned field ID.
+pub fn iceberg_schema(
+    fields: &[DeltaField],
+    previous: Option<&Schema>,
+    last_column_id: i32,
+    schema_id: i32,
+) -> Result<Schema, String> {
+    let mut ids = IdAssigner {
+        previous,
+        last_id: last_column_id,
+    };
+    let fields = struct_fields(fields, "", &mut ids)?;
+    Schema::builder()
+        .with_schema_id(schema_id)
+        .with_fields(fields)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn struct_fields(
+    fields: &[DeltaField],
+    prefix: &str,
+    ids: &mut IdAssigner,
+) -> Result<Vec<NestedFieldRef>, String> {
+    fields
+        .iter()
+        .map(|f| {
+            let path = format!("{prefix}{}", f.name);
+            // Shape first (to compare kinds), then IDs of children, then this field's ID.
+            let shape = shape(&f.data_type, &path)?;
+            let id = ids.id_for(&path, &shape);
+            let field_type = typed(&f.data_type, &path, ids)?;
+            // Every column is optional: Delta allows files written before a column existed,
+            // and readers must return null for them rather than fail.
+            Ok(Arc::new(NestedField::optional(id, &f.name, field_type)))
+        })
+        .collect()
+}
+
+/// The Iceberg type with placeholder IDs, used only to compare kinds.
+fn shape(t: &DeltaType, path: &str) -> Result<Type, String> {
+    Ok(match t {
+        DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
+        DeltaType::Struct(_) => Type::Struct(StructType::new(vec![])),
+        DeltaType::Array { .. } => Type::List(ListType::new(Arc::new(NestedField::list_element(
+            0,
+            Type::Primitive(PrimitiveType::Int),
+            false,
+        )))),
+        DeltaType::Map { .. } => Type::Map(MapType::new(
+            Arc::new(NestedField::map_key_element(0, Type::Primitive(PrimitiveType::Int))),
+            Arc::new(NestedField::map_value_element(0, Type::Primitive(PrimitiveType::Int), false)),
+        )),
+    })
+}
+
+fn typed(t: &DeltaType, path: &str, ids: &mut IdAssigner) -> Result<Type, String> {
+    Ok(match t {
+        DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
+        DeltaType::Struct(fields) => {
+            Type::Struct(StructType::new(struct_fields(fields, &format!("{path}."), ids)?))
+        }
+        DeltaType::Array { element, contains_null: _ } => {
+            let element_path = format!("{path}.element");
+            let id = ids.id_for(&element_path, &shape(element, &element_path)?);
+            let element_type = typed(element, &element_path, ids)?;
+            Type::List(ListType::new(Arc::new(NestedField::list_element(id, element_type, false))))
+        }
+        DeltaType::Map { key, value, value_contains_null: _ } => {
+            let (key_path, value_path) = (format!("{path}.key"), format!("{path}.value"));
+            let key_id = ids.id_for(&key_path, &shape(key, &key_path)?);
+            let key_type = typed(key, &key_path, ids)?;
+            let value_id = ids.id_for(&value_path, &shape(value, &value_path)?);
+            let value_type = typed(value, &value_path, ids)?;
+            Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(key_id, key_type)),
+                Arc::new(NestedField::map_value_element(value_id, value_type, false)),
+            ))
+        }
+    })
+}
+
+/// Maps a Delta primitive type name to Iceberg.
+pub fn primitive(name: &str, path: &str) -> Result<PrimitiveType, String> {
+    Ok(match name {
+        "byte" | "short" | "integer" => PrimitiveType::Int,
+        "long" => PrimitiveType::Long,
+        "float" => PrimitiveType::Float,
+        "double" => PrimitiveType::Double,
+        "boolean" => PrimitiveType::Boolean,
+        "string" => PrimitiveType::String,
+        "binary" => PrimitiveType::Binary,
+        "date" => PrimitiveType::Date,
+        "timestamp" => PrimitiveType::Timestamptz,
+        "timestamp_ntz" => PrimitiveType::Timestamp,
+        other => {
+            let (precision, scale) = decimal_precision_scale(other).ok_or_else(|| {
+                format!("column {path} has Delta type {other}, which Iceberg cannot express")
+            })?;
+            PrimitiveType::Decimal { precision, scale }
+        }
+    })
+}
+
+/// `decimal(p,s)` -> (p, s).
+pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
+    let inner = name.strip_prefix("decimal(")?.strip_suffix(')')?;
+    let (p, s) = inner.split_once(',')?;
+    Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
+}
+
+/// The name mapping (`schema.name-mapping.default`) of an Iceberg schema whose Parquet
+/// files carry no field IDs: every field is found by its name.
+pub fn name_mapping(schema: &Schema) -> NameMapping {
+    NameMapping::new(schema.as_struct().fields().iter().map(|f| mapped(f, &f.name)).collect())
+}
+
+fn mapped(field: &NestedField, name: &str) -> MappedField {
+    let children = match field.field_type.as_ref() {
+        Type::Primitive(_) => vec![],
+        Type::Struct(s) => s.fields().iter().map(|f| mapped(f, &f.name)).collect(),
+        Type::List(l) => vec![mapped(&l.element_field, "element")],
+        Type::Map(m) => vec![mapped(&m.key_field, "key"), mapped(&m.value_field, "value")],
+    };
+    MappedField::new(Some(field.id), vec![name.to_string()], children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delta::schema::parse_schema;
+
+    fn delta(fields: &str) -> Vec<DeltaField> {
+        parse_schema(&format!(r#"{{"type":"struct","fields":[{fields}]}}"#)).unwrap()
+    }
+
+    const BASE: &str = r#"{"name":"id","type":"long","nullable":true,"metadata":{}},
+        {"name":"m","type":{"type":"map","keyType":"string","valueType":"integer","valueContainsNull":true},"nullable":true,"metadata":{}}"#;
+
+    #[test]
+    fn new_table_gets_sequential_ids_and_all_types_map() {
+        let s = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        assert_eq!(s.field_id_by_name("id"), Some(1));
+        assert_eq!(s.field_id_by_name("m"), Some(2));
+        assert_eq!(s.field_id_by_name("m.key"), Some(3));
+        assert_eq!(s.field_id_by_name("m.value"), Some(4));
+        for (delta_type, iceberg) in [
+            ("byte", PrimitiveType::Int),
+            ("timestamp", PrimitiveType::Timestamptz),
+            ("timestamp_ntz", PrimitiveType::Timestamp),
+            ("decimal(38, 4)", PrimitiveType::Decimal { precision: 38, scale: 4 }),
+        ] {
+            assert_eq!(primitive(delta_type, "c").unwrap(), iceberg);
+        }
+        assert!(primitive("variant", "c").unwrap_err().contains("column c"));
+    }
+
+    #[test]
+    fn added_column_keeps_existing_ids_and_takes_a_new_one() {
+        let first = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let grown = format!(r#"{{"name":"x","type":"string","nullable":true,"metadata":{{}}}}, {BASE}"#);
+        let second = iceberg_schema(&delta(&grown), Some(&first), 4, 1).unwrap();
+        assert_eq!(second.field_id_by_name("id"), Some(1));
+        assert_eq!(second.field_id_by_name("m.value"), Some(4));
+        assert_eq!(second.field_id_by_name("x"), Some(5));
+        assert_eq!(second.schema_id(), 1);
+    }
+
+    #[test]
+    fn a_column_whose_type_changed_never_reuses_the_id() {
+        let first = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let changed = r#"{"name":"id","type":"string","nullable":true,"metadata":{}}"#;
+        let second = iceberg_schema(&delta(changed), Some(&first), 4, 1).unwrap();
+        assert_eq!(second.field_id_by_name("id"), Some(5));
+    }
+
+    #[test]
+    fn name_mapping_covers_nested_fields() {
+        let s = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let json = serde_json::to_value(name_mapping(&s)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"field-id": 1, "names": ["id"]},
+                {"field-id": 2, "names": ["m"], "fields": [
+                    {"field-id": 3, "names": ["key"]},
+                    {"field-id": 4, "names": ["value"]}
+                ]}
+            ])
+        );
+    }
+}

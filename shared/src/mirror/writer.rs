@@ -1,0 +1,613 @@
+//! Carries out snapshot plans: writes manifests, manifest lists and the metadata file.
+//!
+//! Manifest layout: every data file lives in one of `B` *bucket* manifests, chosen by a
+//! stable hash of its location. A commit rewrites only the buckets its files fall in and a
+//! manifest list of `B` entries, so its cost follows the commit, not the table. `B` grows
+//! (all buckets rewritten once) when buckets outgrow [`FILES_PER_BUCKET`] twice over.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestFile,
+    ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
+    SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder, Transform,
+    UnboundPartitionSpec, MAIN_BRANCH,
+};
+
+use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
+use super::schema::name_mapping;
+use crate::error::{Error, Result};
+use crate::storage::TableStorage;
+
+/// Target number of data files per bucket manifest.
+pub const FILES_PER_BUCKET: usize = 1000;
+/// Table property: the number of bucket manifests.
+pub const BUCKETS_PROPERTY: &str = "lakemirror.manifest-buckets";
+/// Snapshot summary keys linking a snapshot to its Delta version.
+pub const DELTA_VERSION: &str = "delta.version";
+pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
+/// Table property naming the Delta table that is mirrored.
+pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+
+/// An Iceberg table as last committed.
+#[derive(Debug, Clone)]
+pub struct CommittedTable {
+    pub metadata: TableMetadata,
+    pub metadata_location: String,
+}
+
+impl CommittedTable {
+    /// The planner's view of this table.
+    pub fn view(&self) -> Result<IcebergView> {
+        let m = &self.metadata;
+        let schema = m.current_schema();
+        let spec = m.default_partition_spec();
+        let partition_columns = spec
+            .fields()
+            .iter()
+            .map(|f| {
+                schema.name_by_field_id(f.source_id).map(str::to_string).ok_or_else(|| {
+                    Error::CatalogState(format!("partition field {} has no source column", f.name))
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(IcebergView {
+            schema: schema.as_ref().clone(),
+            last_column_id: m.last_column_id(),
+            next_schema_id: m.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
+            partition_columns,
+            delta_version: self.delta_version(),
+        })
+    }
+
+    /// The Delta version of the current snapshot.
+    pub fn delta_version(&self) -> Option<i64> {
+        self.metadata
+            .current_snapshot()?
+            .summary()
+            .additional_properties
+            .get(DELTA_VERSION)?
+            .parse()
+            .ok()
+    }
+}
+
+/// What one written snapshot did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SnapshotOutcome {
+    pub snapshot_id: i64,
+    pub delta_version: i64,
+    pub operation: String,
+    pub added_files: usize,
+    pub removed_files: usize,
+}
+
+/// Metadata written but not yet committed to the catalog.
+#[derive(Debug, Clone)]
+pub struct StagedTable {
+    pub table: CommittedTable,
+    pub snapshots: Vec<SnapshotOutcome>,
+}
+
+/// A live manifest entry, with what it inherited from its manifest.
+#[derive(Debug, Clone)]
+struct LiveFile {
+    data_file: DataFile,
+    snapshot_id: i64,
+    sequence_number: i64,
+    file_sequence_number: i64,
+}
+
+/// Writes Iceberg metadata for a Delta table.
+pub struct MetadataWriter {
+    /// Where metadata files go: `<root>/_lakemirror/iceberg` by default.
+    metadata_store: TableStorage,
+    /// The Delta table, to read Parquet footers of files without stats.
+    data_store: TableStorage,
+    /// In-memory staging for the iceberg writers, which want a FileIO.
+    staging: FileIO,
+}
+
+impl MetadataWriter {
+    pub fn new(metadata_store: TableStorage, data_store: TableStorage) -> Self {
+        Self { metadata_store, data_store, staging: FileIO::new_with_memory() }
+    }
+
+    /// Writes one snapshot per plan on top of `current` (None: a new table) and the metadata
+    /// file that makes them current. Nothing is visible until the catalog points at it.
+    pub async fn stage(&self, current: Option<&CommittedTable>, plans: Vec<SnapshotPlan>) -> Result<StagedTable> {
+        let mut plans = plans;
+        let mut state = match current {
+            Some(table) => TableState::load(self, table).await?,
+            None => {
+                let first = plans.first_mut().ok_or_else(|| Error::InvalidInput("nothing to write".into()))?;
+                TableState::create(self, first)?
+            }
+        };
+        let mut outcomes = Vec::with_capacity(plans.len());
+        for plan in plans {
+            outcomes.push(state.apply(self, plan).await?);
+        }
+        let table = state.finish(self).await?;
+        Ok(StagedTable { table, snapshots: outcomes })
+    }
+
+    fn metadata_location(&self, name: &str) -> String {
+        self.metadata_store.location(&format!("metadata/{name}"))
+    }
+
+    async fn read_into_staging(&self, location: &str) -> Result<()> {
+        let (bytes, _) = self.metadata_store.get(location).await?;
+        self.staging.new_output(location)?.write(bytes).await?;
+        Ok(())
+    }
+
+    async fn publish_from_staging(&self, location: &str) -> Result<()> {
+        let bytes = self.staging.new_input(location)?.read().await?;
+        self.metadata_store.put(location, bytes).await?;
+        self.staging.delete(location).await?;
+        Ok(())
+    }
+
+    /// Fills in record counts the log did not give by reading Parquet footers.
+    async fn complete_record_counts(&self, files: &mut [PlannedFile]) -> Result<()> {
+        let missing: Vec<usize> = (0..files.len()).filter(|i| files[*i].record_count.is_none()).collect();
+        let counts: Vec<(usize, u64)> = futures::stream::iter(missing)
+            .map(|i| {
+                let (location, size) = (files[i].location.clone(), files[i].size);
+                async move { Ok::<_, Error>((i, footer_record_count(&self.data_store, &location, size).await?)) }
+            })
+            .buffer_unordered(16)
+            .try_collect()
+            .await?;
+        for (i, n) in counts {
+            files[i].record_count = Some(n);
+        }
+        Ok(())
+    }
+}
+
+/// `num_rows` from a Parquet file's footer: two ranged reads.
+async fn footer_record_count(store: &TableStorage, location: &str, size: u64) -> Result<u64> {
+    if size < 12 {
+        return Err(Error::InvalidInput(format!("{location} is too small ({size} bytes) to be Parquet")));
+    }
+    let tail = store.get_range(location, size - 8..size).await?;
+    let footer_len = parquet::file::metadata::FooterTail::try_from(tail.as_ref())?.metadata_length() as u64;
+    let start = size.checked_sub(8 + footer_len).ok_or_else(|| {
+        Error::InvalidInput(format!("{location}: Parquet footer longer than the file; is add.size right?"))
+    })?;
+    let footer = store.get_range(location, start..size - 8).await?;
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)?;
+    u64::try_from(metadata.file_metadata().num_rows())
+        .map_err(|_| Error::InvalidInput(format!("{location}: negative row count in footer")))
+}
+
+/// FNV-1a: a hash that is the same on every machine and in every release.
+fn bucket_of(location: &str, buckets: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in location.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % u64::from(buckets.max(1))) as u32
+}
+
+/// How many buckets `files` data files need.
+fn buckets_for(files: usize) -> u32 {
+    let wanted = files.div_ceil(FILES_PER_BUCKET).max(1);
+    u32::try_from(wanted.next_power_of_two()).unwrap_or(u32::MAX)
+}
+
+/// The bucket a manifest holds, from its file name `...-b<bucket>.avro`.
+fn bucket_of_manifest(path: &str) -> Option<u32> {
+    path.rsplit_once("-b")?.1.strip_suffix(".avro")?.parse().ok()
+}
+
+/// The table being written: metadata builder plus the manifests of the newest snapshot.
+struct TableState {
+    /// Always Some between calls; taken while a builder method consumes it.
+    builder: Option<TableMetadataBuilder>,
+    schema: SchemaRef,
+    spec: PartitionSpecRef,
+    properties: HashMap<String, String>,
+    last_sequence_number: i64,
+    last_timestamp_ms: i64,
+    parent_snapshot_id: Option<i64>,
+    bucket_count: u32,
+    /// The manifest of each non-empty bucket in the newest snapshot.
+    manifests: BTreeMap<u32, ManifestFile>,
+    /// Live files of buckets read or written in this run.
+    loaded: HashMap<u32, Vec<LiveFile>>,
+    total_files: u64,
+    total_records: u64,
+}
+
+impl TableState {
+    /// A new table with the first plan's schema and partitioning. The schema is taken out of
+    /// the plan: the metadata builder assigns the IDs of a new table itself.
+    fn create(writer: &MetadataWriter, first: &mut SnapshotPlan) -> Result<Self> {
+        let schema = first
+            .schema
+            .take()
+            .ok_or_else(|| Error::InvalidInput("a new table needs a schema".into()))?;
+        let mut spec = UnboundPartitionSpec::builder().with_spec_id(0);
+        for column in &first.partition_columns {
+            let source = schema
+                .field_id_by_name(column)
+                .ok_or_else(|| Error::InvalidInput(format!("partition column {column} is not in the schema")))?;
+            spec = spec.add_partition_field(source, column, Transform::Identity)?;
+        }
+        let table_uri = writer.data_store.root_uri().to_string();
+        let properties = HashMap::from([
+            (DELTA_TABLE_PROPERTY.to_string(), table_uri.clone()),
+            ("write.metadata.path".to_string(), writer.metadata_store.location("metadata")),
+            ("format-version".to_string(), "2".to_string()),
+        ]);
+        let created = TableMetadataBuilder::new(
+            schema,
+            spec.build(),
+            SortOrder::unsorted_order(),
+            table_uri,
+            FormatVersion::V2,
+            properties.clone(),
+        )?
+        .build()?
+        .metadata;
+        Ok(Self {
+            schema: created.current_schema().clone(),
+            spec: created.default_partition_spec().clone(),
+            properties,
+            last_sequence_number: 0,
+            last_timestamp_ms: 0,
+            parent_snapshot_id: None,
+            bucket_count: 1,
+            manifests: BTreeMap::new(),
+            loaded: HashMap::new(),
+            total_files: 0,
+            total_records: 0,
+            builder: Some(TableMetadataBuilder::new_from_metadata(created, None)),
+        })
+    }
+
+    async fn load(writer: &MetadataWriter, table: &CommittedTable) -> Result<Self> {
+        let m = &table.metadata;
+        let mut manifests = BTreeMap::new();
+        let mut bucket_count = m
+            .properties()
+            .get(BUCKETS_PROPERTY)
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(1u32);
+        let (mut total_files, mut total_records) = (0, 0);
+        if let Some(snapshot) = m.current_snapshot() {
+            let list_location = snapshot.manifest_list();
+            let (bytes, _) = writer.metadata_store.get(list_location).await?;
+            let list = iceberg::spec::ManifestList::parse_with_version(&bytes, m.format_version())?;
+            for manifest in list.consume_entries() {
+                match bucket_of_manifest(&manifest.manifest_path) {
+                    Some(bucket) if bucket < bucket_count => {
+                        manifests.insert(bucket, manifest);
+                    }
+                    // Not our layout (another writer touched the table): one rebuild fixes it.
+                    _ => {
+                        bucket_count = 0;
+                        manifests.insert(u32::MAX - manifests.len() as u32, manifest);
+                    }
+                }
+            }
+            let summary = &snapshot.summary().additional_properties;
+            total_files = summary.get("total-data-files").and_then(|v| v.parse().ok()).unwrap_or(0);
+            total_records = summary.get("total-records").and_then(|v| v.parse().ok()).unwrap_or(0);
+        }
+        let mut state = Self {
+            builder: Some(TableMetadataBuilder::new_from_metadata(m.clone(), Some(table.metadata_location.clone()))),
+            schema: m.current_schema().clone(),
+            spec: m.default_partition_spec().clone(),
+            properties: m.properties().clone(),
+            last_sequence_number: m.last_sequence_number(),
+            last_timestamp_ms: m.last_updated_ms(),
+            parent_snapshot_id: m.current_snapshot().map(|s| s.snapshot_id()),
+            bucket_count: bucket_count.max(1),
+            manifests,
+            loaded: HashMap::new(),
+            total_files,
+            total_records,
+        };
+        if bucket_count == 0 {
+            state.rebucket(writer, None).await?;
+        }
+        Ok(state)
+    }
+
+    /// Reads the live files of a bucket (once per run).
+    async fn bucket_files(&mut self, writer: &MetadataWriter, bucket: u32) -> Result<&mut Vec<LiveFile>> {
+        if !self.loaded.contains_key(&bucket) {
+            let files = match self.manifests.get(&bucket) {
+                Some(manifest) => read_live_files(writer, manifest).await?,
+                None => Vec::new(),
+            };
+            self.loaded.insert(bucket, files);
+        }
+        self.loaded
+            .get_mut(&bucket)
+            .ok_or_else(|| Error::CatalogState(format!("bucket {bucket} vanished")))
+    }
+
+    /// Redistributes every live file over `buckets_for(total)` buckets (or `count`).
+    async fn rebucket(&mut self, writer: &MetadataWriter, count: Option<u32>) -> Result<()> {
+        let mut all = Vec::new();
+        let keys: Vec<u32> = self.manifests.keys().copied().collect();
+        for key in keys {
+            all.append(self.bucket_files(writer, key).await?);
+        }
+        let count = count.unwrap_or_else(|| buckets_for(all.len()));
+        self.bucket_count = count;
+        self.loaded.clear();
+        for file in all {
+            let bucket = bucket_of(file.data_file.file_path(), count);
+            self.loaded.entry(bucket).or_default().push(file);
+        }
+        // Every bucket is rewritten by the next snapshot.
+        for bucket in 0..count {
+            self.loaded.entry(bucket).or_default();
+        }
+        self.manifests.clear();
+        Ok(())
+    }
+
+    async fn apply(&mut self, writer: &MetadataWriter, mut plan: SnapshotPlan) -> Result<SnapshotOutcome> {
+        writer.complete_record_counts(&mut plan.added).await?;
+        if let Some(schema) = plan.schema.take() {
+            self.builder = Some(self.take_builder()?.add_current_schema(schema.clone())?);
+            self.schema = Arc::new(schema);
+        }
+        let snapshot_id = new_snapshot_id();
+        let sequence_number = self.last_sequence_number + 1;
+        let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
+
+        let mut rewritten: BTreeMap<u32, (Vec<LiveFile>, Vec<LiveFile>, Vec<DataFile>)> = BTreeMap::new();
+        let (mut removed_files, mut removed_records) = (0u64, 0u64);
+        if plan.replace_all {
+            let count = buckets_for(plan.added.len());
+            self.bucket_count = count;
+            self.manifests.clear();
+            self.loaded = (0..count).map(|b| (b, Vec::new())).collect();
+            removed_files = self.total_files;
+            removed_records = self.total_records;
+            self.total_files = 0;
+            self.total_records = 0;
+        } else if self.total_files as usize + plan.added.len() > self.bucket_count as usize * FILES_PER_BUCKET * 2 {
+            let wanted = buckets_for(self.total_files as usize + plan.added.len());
+            self.rebucket(writer, Some(wanted)).await?;
+        }
+        let count = self.bucket_count;
+
+        // Which buckets change, and how.
+        let mut touched: BTreeMap<u32, (Vec<String>, Vec<DataFile>)> = BTreeMap::new();
+        for location in &plan.removed {
+            touched.entry(bucket_of(location, count)).or_default().0.push(location.clone());
+        }
+        for file in &plan.added {
+            let data_file = data_file(file, self.spec.spec_id())?;
+            touched.entry(bucket_of(&file.location, count)).or_default().1.push(data_file);
+        }
+        // Buckets loaded by a rebucket must all be rewritten.
+        let pending: Vec<u32> = self.loaded.keys().filter(|b| !self.manifests.contains_key(b)).copied().collect();
+        for bucket in pending {
+            touched.entry(bucket).or_default();
+        }
+        for (bucket, (removes, adds)) in touched {
+            let files = self.bucket_files(writer, bucket).await?;
+            let mut kept = Vec::with_capacity(files.len());
+            let mut deleted = Vec::new();
+            for live in files.drain(..) {
+                let path = live.data_file.file_path();
+                // A file re-added with the same path replaces the old entry: never twice.
+                if removes.iter().any(|r| r == path) || adds.iter().any(|a| a.file_path() == path) {
+                    deleted.push(live);
+                } else {
+                    kept.push(live);
+                }
+            }
+            removed_files += deleted.len() as u64;
+            removed_records += deleted.iter().map(|d| d.data_file.record_count()).sum::<u64>();
+            rewritten.insert(bucket, (kept, deleted, adds));
+        }
+
+        // Write the changed bucket manifests.
+        let mut new_manifests = Vec::new();
+        for (bucket, (kept, deleted, adds)) in rewritten {
+            let mut next_live: Vec<LiveFile> = kept.clone();
+            if kept.is_empty() && adds.is_empty() {
+                self.manifests.remove(&bucket);
+                self.loaded.insert(bucket, next_live);
+                continue;
+            }
+            let location = writer.metadata_location(&format!("{}-b{bucket}.avro", uuid::Uuid::new_v4()));
+            let output = writer.staging.new_output(&location)?;
+            let mut manifest = ManifestWriterBuilder::new(output, Some(snapshot_id), self.schema.clone(), self.spec.as_ref().clone())
+                .build_v2_data();
+            for live in &kept {
+                manifest.add_existing_file(live.data_file.clone(), live.snapshot_id, live.sequence_number, Some(live.file_sequence_number))?;
+            }
+            for gone in &deleted {
+                manifest.add_delete_file(gone.data_file.clone(), gone.sequence_number, Some(gone.file_sequence_number))?;
+            }
+            for file in &adds {
+                manifest.add_file(file.clone(), sequence_number)?;
+                next_live.push(LiveFile {
+                    data_file: file.clone(),
+                    snapshot_id,
+                    sequence_number,
+                    file_sequence_number: sequence_number,
+                });
+            }
+            let written = manifest.write_manifest_file().await?;
+            writer.publish_from_staging(&location).await?;
+            self.manifests.insert(bucket, written.clone());
+            self.loaded.insert(bucket, next_live);
+            new_manifests.push(written);
+        }
+
+        // The manifest list: every bucket's newest manifest.
+        let list_location = writer.metadata_location(&format!("snap-{snapshot_id}-{}.avro", uuid::Uuid::new_v4()));
+        let mut list = ManifestListWriter::v2(
+            writer.staging.new_output(&list_location)?.writer().await?,
+            snapshot_id,
+            self.parent_snapshot_id,
+            sequence_number,
+        );
+        list.add_manifests(self.manifests.values().cloned())?;
+        list.close().await?;
+        writer.publish_from_staging(&list_location).await?;
+        // The list writer assigned sequence numbers to the new manifests; keep its view.
+        for manifest in self.manifests.values_mut() {
+            if manifest.sequence_number < 0 {
+                manifest.sequence_number = sequence_number;
+            }
+            if manifest.min_sequence_number < 0 {
+                manifest.min_sequence_number = sequence_number;
+            }
+        }
+
+        self.total_files = self.total_files + plan.added.len() as u64 - removed_files.min(self.total_files + plan.added.len() as u64);
+        self.total_records = (self.total_records + added_records).saturating_sub(removed_records);
+        let timestamp_ms = chrono::Utc::now().timestamp_millis().max(self.last_timestamp_ms + 1);
+        let summary = Summary {
+            operation: plan.operation.clone(),
+            additional_properties: HashMap::from([
+                (DELTA_VERSION.to_string(), plan.delta_version.to_string()),
+                (DELTA_COMMIT_TIMESTAMP.to_string(), plan.commit_timestamp_ms.to_string()),
+                ("added-data-files".to_string(), plan.added.len().to_string()),
+                ("deleted-data-files".to_string(), removed_files.to_string()),
+                ("added-records".to_string(), added_records.to_string()),
+                ("deleted-records".to_string(), removed_records.to_string()),
+                ("total-data-files".to_string(), self.total_files.to_string()),
+                ("total-records".to_string(), self.total_records.to_string()),
+                ("total-delete-files".to_string(), "0".to_string()),
+                ("total-position-deletes".to_string(), "0".to_string()),
+                ("total-equality-deletes".to_string(), "0".to_string()),
+                ("lakemirror.manifests-written".to_string(), new_manifests.len().to_string()),
+            ]),
+        };
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(self.parent_snapshot_id)
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(timestamp_ms)
+            .with_manifest_list(list_location)
+            .with_summary(summary)
+            .with_schema_id(self.schema.schema_id())
+            .build();
+        self.builder = Some(self.take_builder()?.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
+        self.parent_snapshot_id = Some(snapshot_id);
+        self.last_sequence_number = sequence_number;
+        self.last_timestamp_ms = timestamp_ms;
+        Ok(SnapshotOutcome {
+            snapshot_id,
+            delta_version: plan.delta_version,
+            operation: plan.operation.as_str().to_string(),
+            added_files: plan.added.len(),
+            removed_files: removed_files as usize,
+        })
+    }
+
+    fn take_builder(&mut self) -> Result<TableMetadataBuilder> {
+        self.builder
+            .take()
+            .ok_or_else(|| Error::CatalogState("metadata builder used after a failed step".into()))
+    }
+
+    async fn finish(mut self, writer: &MetadataWriter) -> Result<CommittedTable> {
+        self.properties.insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
+        self.properties.insert(
+            iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
+            serde_json::to_string(&name_mapping(&self.schema))?,
+        );
+        let metadata = self.take_builder()?.set_properties(self.properties)?.build()?.metadata;
+        let location = writer.metadata_location(&format!(
+            "{:05}-{}.metadata.json",
+            metadata.last_sequence_number(),
+            uuid::Uuid::new_v4()
+        ));
+        writer.metadata_store.put(&location, Bytes::from(serde_json::to_vec(&metadata)?)).await?;
+        Ok(CommittedTable { metadata, metadata_location: location })
+    }
+}
+
+/// The live files of a manifest, with the snapshot and sequence numbers they inherit.
+async fn read_live_files(writer: &MetadataWriter, manifest: &ManifestFile) -> Result<Vec<LiveFile>> {
+    writer.read_into_staging(&manifest.manifest_path).await?;
+    let loaded = manifest.load_manifest(&writer.staging).await;
+    writer.staging.delete(&manifest.manifest_path).await?;
+    Ok(loaded?
+        .entries()
+        .iter()
+        .filter(|e| e.is_alive())
+        .map(|e| LiveFile {
+            data_file: e.data_file().clone(),
+            snapshot_id: e.snapshot_id().unwrap_or(manifest.added_snapshot_id),
+            sequence_number: e.sequence_number().unwrap_or(manifest.sequence_number),
+            file_sequence_number: e.file_sequence_number.unwrap_or(manifest.sequence_number),
+        })
+        .collect())
+}
+
+fn data_file(file: &PlannedFile, spec_id: i32) -> Result<DataFile> {
+    let record_count = file
+        .record_count
+        .ok_or_else(|| Error::InvalidInput(format!("{}: record count unknown", file.location)))?;
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(file.location.clone())
+        .file_format(DataFileFormat::Parquet)
+        .partition(file.partition.clone())
+        .partition_spec_id(spec_id)
+        .record_count(record_count)
+        .file_size_in_bytes(file.size)
+        .build()
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", file.location)))
+}
+
+/// A random positive snapshot ID.
+fn new_snapshot_id() -> i64 {
+    let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+    ((high ^ low) & (i64::MAX as u64)) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_stable_and_grow_in_powers_of_two() {
+        assert_eq!(bucket_of("s3://b/t/a.parquet", 1), 0);
+        let b = bucket_of("s3://b/t/a.parquet", 64);
+        assert_eq!(b, bucket_of("s3://b/t/a.parquet", 64), "same input, same bucket");
+        assert!(b < 64);
+        assert_eq!(buckets_for(0), 1);
+        assert_eq!(buckets_for(1000), 1);
+        assert_eq!(buckets_for(1001), 2);
+        assert_eq!(buckets_for(100_000), 128);
+        assert_eq!(bucket_of_manifest("s3://b/t/_lakemirror/iceberg/metadata/0f-aa-b17.avro"), Some(17));
+        assert_eq!(bucket_of_manifest("s3://b/t/metadata/snap-1-x.avro"), None);
+    }
+
+    #[test]
+    fn files_spread_over_buckets() {
+        let mut counts = [0usize; 8];
+        for i in 0..8000 {
+            counts[bucket_of(&format!("s3://b/t/part-{i:05}.parquet"), 8) as usize] += 1;
+        }
+        assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
+    }
+
+    #[test]
+    fn snapshot_ids_are_positive() {
+        assert!((0..1000).all(|_| new_snapshot_id() > 0));
+    }
+}

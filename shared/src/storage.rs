@@ -1,0 +1,225 @@
+//! Object storage for a table root: S3 (any endpoint, e.g. moto) or the local file system.
+//!
+//! Locations are URIs whose key part is the *real* object key (already decoded), e.g.
+//! `s3://lake/orders/x=A%2FA/part-0.parquet` names the key `orders/x=A%2FA/part-0.parquet`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, PutPayload};
+
+use crate::error::{Error, Result};
+
+/// Requests and bytes moved, for the sync report and benchmarks.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    pub requests: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+}
+
+/// Counts as plain numbers.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct IoTotals {
+    pub requests: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+impl IoCounters {
+    pub fn totals(&self) -> IoTotals {
+        IoTotals {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+        }
+    }
+
+    fn request(&self, read: usize, written: usize) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(read as u64, Ordering::Relaxed);
+        self.bytes_written.fetch_add(written as u64, Ordering::Relaxed);
+    }
+}
+
+/// A store rooted at a URI such as `s3://bucket/prefix` or `file:///data/table`.
+#[derive(Clone)]
+pub struct TableStorage {
+    store: Arc<dyn ObjectStore>,
+    /// The root as a URI without trailing slash.
+    root_uri: String,
+    /// `s3://bucket` or `file://`: what precedes the key in every location.
+    authority: String,
+    counters: Arc<IoCounters>,
+}
+
+impl std::fmt::Debug for TableStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableStorage").field("root_uri", &self.root_uri).finish()
+    }
+}
+
+impl TableStorage {
+    /// Opens the store for `uri`: `s3://bucket/prefix`, `file:///abs/path` or a local path.
+    /// S3 settings come from the environment (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ALLOW_HTTP`, credentials).
+    pub fn open(uri: &str, counters: Arc<IoCounters>) -> Result<Self> {
+        let uri = uri.trim_end_matches('/');
+        if let Some(rest) = uri.strip_prefix("s3://").or_else(|| uri.strip_prefix("s3a://")) {
+            let bucket = rest.split('/').next().unwrap_or_default();
+            if bucket.is_empty() {
+                return Err(Error::InvalidInput(format!("{uri} names no bucket; use s3://bucket/path")));
+            }
+            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL")) {
+                builder = builder.with_endpoint(endpoint);
+            }
+            if std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+                builder = builder.with_allow_http(true);
+            }
+            if let Ok(region) = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION")) {
+                builder = builder.with_region(region);
+            }
+            let store = builder
+                .build()
+                .map_err(|e| Error::InvalidInput(format!("cannot open {uri}: {e}")))?;
+            return Ok(Self {
+                store: Arc::new(store),
+                root_uri: format!("s3://{rest}"),
+                authority: format!("s3://{bucket}"),
+                counters,
+            });
+        }
+        let local = match uri.strip_prefix("file://") {
+            Some(path) => std::path::PathBuf::from(path),
+            None if uri.contains("://") => {
+                return Err(Error::InvalidInput(format!(
+                    "{uri}: only s3:// URIs and local paths are supported"
+                )));
+            }
+            None => std::path::absolute(uri)
+                .map_err(|e| Error::InvalidInput(format!("{uri} is not a usable path: {e}")))?,
+        };
+        let path = local.to_string_lossy().trim_end_matches('/').to_string();
+        Ok(Self {
+            store: Arc::new(LocalFileSystem::new()),
+            root_uri: format!("file://{path}"),
+            authority: "file://".to_string(),
+            counters,
+        })
+    }
+
+    /// The root URI, without trailing slash.
+    pub fn root_uri(&self) -> &str {
+        &self.root_uri
+    }
+
+    /// The counters this store adds to.
+    pub fn counters(&self) -> &Arc<IoCounters> {
+        &self.counters
+    }
+
+    /// The location of `relative` (already decoded) under the root.
+    pub fn location(&self, relative: &str) -> String {
+        format!("{}/{}", self.root_uri, relative.trim_start_matches('/'))
+    }
+
+    /// The object key of a location in this store.
+    pub fn key(&self, location: &str) -> Result<Path> {
+        let key = location
+            .strip_prefix(&self.authority)
+            .ok_or_else(|| Error::InvalidInput(format!("{location} is not in {}", self.authority)))?;
+        Path::parse(key.trim_start_matches('/'))
+            .map_err(|e| Error::InvalidInput(format!("{location} is not a valid object location: {e}")))
+    }
+
+    /// The location of a key listed from this store.
+    pub fn location_of_key(&self, key: &Path) -> String {
+        if self.authority == "file://" {
+            format!("file:///{key}")
+        } else {
+            format!("{}/{key}", self.authority)
+        }
+    }
+
+    pub async fn get(&self, location: &str) -> Result<(Bytes, ObjectMeta)> {
+        let result = self.store.get(&self.key(location)?).await?;
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok((bytes, meta))
+    }
+
+    /// Reads `location` if it exists.
+    pub async fn get_if_exists(&self, location: &str) -> Result<Option<Bytes>> {
+        match self.get(location).await {
+            Ok((bytes, _)) => Ok(Some(bytes)),
+            Err(Error::Storage(object_store::Error::NotFound { .. })) => {
+                self.counters.request(0, 0);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn get_range(&self, location: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let bytes = self.store.get_range(&self.key(location)?, range).await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(bytes)
+    }
+
+    pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
+        let len = bytes.len();
+        self.store.put(&self.key(location)?, PutPayload::from_bytes(bytes)).await?;
+        self.counters.request(0, len);
+        Ok(())
+    }
+
+    /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
+    /// `after` (a location), in key order.
+    pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {
+        let prefix_key = self.key(prefix)?;
+        let mut listed: Vec<ObjectMeta> = match after {
+            Some(after) => {
+                let offset = self.key(after)?;
+                self.store.list_with_offset(Some(&prefix_key), &offset).try_collect().await?
+            }
+            None => self.store.list(Some(&prefix_key)).try_collect().await?,
+        };
+        // S3 answers 1,000 keys a page.
+        for _ in 0..listed.len().div_ceil(1000).max(1) {
+            self.counters.request(0, 0);
+        }
+        listed.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(listed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_locations_keep_real_keys() {
+        let s = TableStorage::open("s3://lake/warehouse/orders/", Arc::default()).unwrap();
+        assert_eq!(s.root_uri(), "s3://lake/warehouse/orders");
+        let loc = s.location("x=A%2FA/part 0 é.parquet");
+        assert_eq!(loc, "s3://lake/warehouse/orders/x=A%2FA/part 0 é.parquet");
+        assert_eq!(s.key(&loc).unwrap().as_ref(), "warehouse/orders/x=A%2FA/part 0 é.parquet");
+        assert_eq!(s.location_of_key(&s.key(&loc).unwrap()), loc);
+    }
+
+    #[test]
+    fn local_paths_become_file_uris_and_refuse_escapes() {
+        let s = TableStorage::open("/data/t", Arc::default()).unwrap();
+        assert_eq!(s.root_uri(), "file:///data/t");
+        assert_eq!(s.key("file:///data/t/a b.parquet").unwrap().as_ref(), "data/t/a b.parquet");
+        assert!(s.key("file:///data/t/../../etc/passwd").is_err());
+        assert!(TableStorage::open("gs://x/y", Arc::default()).is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! `glue-sync`: bring the Iceberg table in Glue to the Delta table's newest version.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::delta::{CommitsSince, DeltaLog};
+use crate::error::{Error, Result};
+use crate::glue::{default_table_name, GlueCatalog, GlueTable};
+use crate::mirror::{plan_commits, plan_full, MetadataWriter, SnapshotPlan};
+use crate::storage::{IoCounters, IoTotals, TableStorage};
+
+/// How many times a sync re-plans after losing a race for the Glue table.
+pub const MAX_ATTEMPTS: u32 = 8;
+
+/// What to mirror where.
+#[derive(Debug, Clone)]
+pub struct GlueSyncRequest {
+    /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
+    pub table_uri: String,
+    pub database: String,
+    /// Glue table name; defaults to the folder name.
+    pub table: Option<String>,
+    /// Where Iceberg metadata goes; defaults to `<table>/_lakemirror/iceberg`.
+    pub metadata_uri: Option<String>,
+    /// Stop at this Delta version instead of the newest.
+    pub to_version: Option<i64>,
+}
+
+/// The outcome of a sync, printed as the last line of the CLI.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SyncReport {
+    pub database: String,
+    pub table: String,
+    pub delta_version: Option<i64>,
+    pub snapshot_id: Option<i64>,
+    pub snapshots_committed: usize,
+    pub added_files: usize,
+    pub removed_files: usize,
+    pub metadata_location: Option<String>,
+    pub attempts: u32,
+    pub elapsed_ms: u64,
+    pub io: IoTotals,
+    pub snapshots: Vec<crate::mirror::writer::SnapshotOutcome>,
+}
+
+/// Runs one sync, retrying when another writer commits first.
+pub async fn glue_sync(glue: &GlueCatalog, request: &GlueSyncRequest, counters: Arc<IoCounters>) -> Result<SyncReport> {
+    let started = Instant::now();
+    let data = TableStorage::open(&request.table_uri, counters.clone())?;
+    let metadata_uri = request
+        .metadata_uri
+        .clone()
+        .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
+    let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
+    let name = request.table.clone().unwrap_or_else(|| default_table_name(&request.table_uri));
+    let log = DeltaLog::new(data.clone());
+    let writer = MetadataWriter::new(metadata_store.clone(), data.clone());
+
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let read = glue.load(&request.database, &name, data.root_uri(), &metadata_store).await?;
+        let plans = plan(&log, &read, request.to_version).await?;
+        let mut report = SyncReport {
+            database: request.database.clone(),
+            table: name.clone(),
+            delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
+            snapshot_id: read.current.as_ref().and_then(|c| c.metadata.current_snapshot_id()),
+            snapshots_committed: 0,
+            added_files: 0,
+            removed_files: 0,
+            metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
+            attempts: attempt,
+            elapsed_ms: 0,
+            io: IoTotals::default(),
+            snapshots: Vec::new(),
+        };
+        if !plans.is_empty() {
+            let first = plans.first().map(|p| p.delta_version);
+            let last = plans.last().map(|p| p.delta_version);
+            tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len());
+            let staged = writer.stage(read.current.as_ref(), plans).await?;
+            match glue.commit(&read, &staged.table).await {
+                Ok(()) => {}
+                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                    let pause = backoff(attempt);
+                    tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            report.snapshots_committed = staged.snapshots.len();
+            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
+            report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
+            report.delta_version = staged.snapshots.last().map(|s| s.delta_version);
+            report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
+            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.snapshots = staged.snapshots;
+        }
+        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report.io = counters.totals();
+        return Ok(report);
+    }
+}
+
+/// What to write: nothing when Iceberg is already at the target version, the commits since
+/// the synced version when the log still has them, else the whole table at the target.
+async fn plan(log: &DeltaLog, read: &GlueTable, to_version: Option<i64>) -> Result<Vec<SnapshotPlan>> {
+    let root = log.table().root_uri();
+    let Some(current) = &read.current else {
+        let snapshot = log.snapshot(to_version).await?;
+        return Ok(vec![plan_full(root, None, &snapshot)?]);
+    };
+    let view = current.view()?;
+    let Some(synced) = view.delta_version else {
+        let snapshot = log.snapshot(to_version).await?;
+        return Ok(vec![plan_full(root, Some(&view), &snapshot)?]);
+    };
+    if to_version.is_some_and(|t| t <= synced) {
+        return Ok(Vec::new());
+    }
+    match log.commits_since(synced, to_version).await? {
+        CommitsSince::Contiguous(commits) => plan_commits(root, &view, &commits),
+        CommitsSince::Gap { first_available } => {
+            tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
+            let snapshot = log.snapshot(to_version).await?;
+            Ok(vec![plan_full(root, Some(&view), &snapshot)?])
+        }
+    }
+}
+
+/// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
+fn backoff(attempt: u32) -> Duration {
+    let base = 50u64.saturating_mul(1 << attempt.min(7)).min(5_000);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_u128() as u16) % (base / 2 + 1);
+    Duration::from_millis(base / 2 + jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_bounded() {
+        for attempt in 1..20 {
+            let pause = backoff(attempt);
+            assert!(pause <= Duration::from_millis(5_000), "{pause:?}");
+            assert!(pause >= Duration::from_millis(25));
+        }
+        assert!(backoff(1) <= Duration::from_millis(100));
+    }
+}

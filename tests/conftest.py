@@ -1,0 +1,182 @@
+"""Fixtures for the end-to-end rig: strict moto, per-test bucket/database, the lakemirror binary."""
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from rig import judge
+
+REPO = Path(__file__).resolve().parent.parent
+MOTO_STRICT = REPO / "tests" / "rig" / "moto_strict.py"
+MOTO_START_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory):
+    """URL of a strict moto server; also exports the AWS_* env for this process and children."""
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
+    # stderr (one log line per request) goes to a file: an undrained pipe would block moto.
+    with open(log_path, "wb") as log:
+        # --port 0: the OS picks a free port and the ready line reports it, so there is no
+        # window between choosing a port and binding it.
+        proc = subprocess.Popen(
+            [sys.executable, str(MOTO_STRICT), "--port", "0", "--host", "127.0.0.1"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+    try:
+        line = _read_line(proc, MOTO_START_TIMEOUT_S)
+        if not line.startswith("ready "):
+            pytest.fail(f"moto_strict did not start (got {line!r}); log:\n{log_path.read_text()[-3000:]}")
+        url = line.split()[1]
+        mp = pytest.MonkeyPatch()
+        for name, value in {
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }.items():
+            mp.setenv(name, value)
+        # A developer's real profile or session token must never leak into requests.
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+            mp.delenv(name, raising=False)
+        try:
+            yield url
+        finally:
+            mp.undo()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
+    """First stdout line of proc, or '' on timeout/exit. select() blocks; no polling sleeps."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    return proc.stdout.readline().strip() if ready else ""
+
+
+@pytest.fixture(scope="session")
+def s3(moto_endpoint):
+    return boto3.client("s3")
+
+
+@pytest.fixture(scope="session")
+def glue(moto_endpoint):
+    return boto3.client("glue")
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"lm-{uuid.uuid4().hex[:20]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def glue_database(glue):
+    name = f"lm_{uuid.uuid4().hex[:20]}"
+    glue.create_database(DatabaseInput={"Name": name})
+    return name
+
+
+@pytest.fixture
+def delta_storage_options(moto_endpoint) -> dict[str, str]:
+    return judge.delta_storage_options()
+
+
+def upload_dir(local_dir, bucket: str, prefix: str) -> list[str]:
+    """Copy every file under local_dir to s3://bucket/prefix/<relative path>; returns the keys.
+
+    Keys are the relative paths taken literally: `x=A%2FA/part 0.parquet` stays exactly that
+    (boto3 percent-encodes it on the wire and moto decodes it back), because Delta's `add.path`
+    is an URL-encoded form of the key and the mirror must be tested on the real thing.
+    """
+    client = boto3.client("s3")
+    local_dir = Path(local_dir)
+    prefix = prefix.strip("/")
+    keys = []
+    for path in sorted(p for p in local_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(local_dir).as_posix()
+        key = f"{prefix}/{rel}" if prefix else rel
+        client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+        keys.append(key)
+    return keys
+
+
+@pytest.fixture(name="upload_dir")
+def upload_dir_fixture(moto_endpoint):
+    return upload_dir
+
+
+@pytest.fixture(scope="session")
+def delta_tables_dir() -> Path:
+    path = Path(os.environ.get("LAKEMIRROR_DELTA_TABLES", REPO.parent / "shared" / "delta-tables")).resolve()
+    if not path.is_dir():
+        pytest.fail(f"Delta test tables not found at {path}; set LAKEMIRROR_DELTA_TABLES", pytrace=False)
+    return path
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    json: Any  # last stdout line parsed as JSON, None if it is not JSON
+
+
+@pytest.fixture(scope="session")
+def lakemirror_bin() -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    path = Path(os.environ.get("LAKEMIRROR_BIN", target / "debug" / "lakemirror"))
+    if not path.is_file():
+        pytest.fail(f"lakemirror binary not found at {path}: run `cargo build --bin lakemirror` "
+                    f"(or set LAKEMIRROR_BIN)", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def lakemirror(lakemirror_bin, moto_endpoint):
+    """Run the binary with the moto env: lakemirror(*args, check=True, env=None, timeout=300)."""
+
+    def run(*args, check=True, env=None, timeout=300) -> Result:
+        started = time.monotonic()
+        proc = subprocess.run(
+            [str(lakemirror_bin), *map(str, args)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
+        lines = proc.stdout.strip().splitlines()
+        try:
+            parsed = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError:
+            parsed = None
+        result = Result(proc.returncode, proc.stdout, proc.stderr, parsed)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"lakemirror {' '.join(map(str, args))} exited {proc.returncode} "
+                f"after {time.monotonic() - started:.1f}s\n--- stdout\n{proc.stdout[-4000:]}"
+                f"\n--- stderr\n{proc.stderr[-4000:]}"
+            )
+        return result
+
+    return run

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: sets up what the tests need on a fresh machine, then runs every test.
+#   Rust unit tests (planning, log replay, type mapping) and the end-to-end tests in tests/,
+#   which start their own moto S3/Glue and judge the mirror with pyiceberg, DuckDB and delta-rs.
+# Environment: LAKEMIRROR_DELTA_TABLES (default ../shared/delta-tables), CARGO_TARGET_DIR,
+# LAKEMIRROR_CACHE (where the Python venv is kept, default ~/.cache/lakemirror).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LAKEMIRROR_DELTA_TABLES="${LAKEMIRROR_DELTA_TABLES:-$(pwd)/../shared/delta-tables}"
+if [ ! -f "$LAKEMIRROR_DELTA_TABLES/expected.json" ]; then
+  echo "error: the shared Delta test tables are missing at $LAKEMIRROR_DELTA_TABLES; set LAKEMIRROR_DELTA_TABLES" >&2
+  exit 1
+fi
+venv="$(tests/rig/venv.sh)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
+cargo build --workspace --bins
+cargo test --workspace
+export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"
+"$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
