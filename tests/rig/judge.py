@@ -88,7 +88,11 @@ def glue_catalog():
 def iceberg_rows_pyiceberg(database, table, snapshot_id=None, columns=None) -> list[tuple]:
     """Rows as a user of the Glue catalog would see them (current or given snapshot)."""
     tbl = glue_catalog().load_table((database, table))
-    return arrow_rows(tbl.scan(snapshot_id=snapshot_id).to_arrow(), columns)
+    # Batch by batch: pyiceberg 0.12's to_arrow() cannot concatenate files whose Arrow
+    # schema metadata differ in string encoding (delta-rs writes string_view in some
+    # commits, large_string in others); the values are the same either way.
+    reader = tbl.scan(snapshot_id=snapshot_id).to_arrow_batch_reader()
+    return [row for batch in reader for row in arrow_rows(pa.Table.from_batches([batch]), columns)]
 
 
 def iceberg_rows_duckdb(metadata_location, columns=None) -> list[tuple]:

@@ -246,7 +246,6 @@ impl TableState {
         let properties = HashMap::from([
             (DELTA_TABLE_PROPERTY.to_string(), table_uri.clone()),
             ("write.metadata.path".to_string(), writer.metadata_store.location("metadata")),
-            ("format-version".to_string(), "2".to_string()),
         ]);
         let created = TableMetadataBuilder::new(
             schema,
