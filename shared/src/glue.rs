@@ -15,13 +15,27 @@ use crate::storage::{IoCounters, TableStorage};
 /// A Glue table name: the Delta folder's last segment, lower-cased, with every character
 /// Glue rejects turned into `_`.
 pub fn default_table_name(table_uri: &str) -> String {
-    let last = table_uri.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    let last = table_uri
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
     let name: String = last
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if name.is_empty() { "_".to_string() } else { name }
+    if name.is_empty() {
+        "_".to_string()
+    } else {
+        name
+    }
 }
 
 /// The Glue table as read before a commit.
@@ -48,15 +62,23 @@ pub struct GlueCatalog {
     counters: Arc<IoCounters>,
 }
 
-fn glue_error<E: ProvideErrorMetadata + std::error::Error + 'static>(operation: &'static str, err: SdkError<E>) -> Error {
+fn glue_error<E: ProvideErrorMetadata + std::error::Error + 'static>(
+    operation: &'static str,
+    err: SdkError<E>,
+) -> Error {
     let retryable = match &err {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or_default();
             service.raw().status().is_server_error()
                 || matches!(
                     code,
-                    "ThrottlingException" | "InternalServiceException" | "OperationTimeoutException" | "ConcurrentModificationException"
+                    "ThrottlingException"
+                        | "InternalServiceException"
+                        | "OperationTimeoutException"
+                        | "ConcurrentModificationException"
                 )
         }
         _ => false,
@@ -69,7 +91,11 @@ fn glue_error<E: ProvideErrorMetadata + std::error::Error + 'static>(operation: 
         ),
         None => format!("{}", aws_sdk_glue::error::DisplayErrorContext(&err)),
     };
-    Error::Glue { operation, message, retryable }
+    Error::Glue {
+        operation,
+        message,
+        retryable,
+    }
 }
 
 impl GlueCatalog {
@@ -77,7 +103,10 @@ impl GlueCatalog {
     /// `AWS_ENDPOINT_URL` for a local endpoint).
     pub async fn from_env(counters: Arc<IoCounters>) -> Self {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self { client: aws_sdk_glue::Client::new(&config), counters }
+        Self {
+            client: aws_sdk_glue::Client::new(&config),
+            counters,
+        }
     }
 
     pub fn new(client: aws_sdk_glue::Client, counters: Arc<IoCounters>) -> Self {
@@ -85,41 +114,81 @@ impl GlueCatalog {
     }
 
     fn count(&self) {
-        self.counters.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.counters
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Reads the Glue table and, when it is an Iceberg table, its current metadata.
     /// `delta_table_uri` guards against mirroring two Delta tables into one Glue table.
-    pub async fn load(&self, database: &str, name: &str, delta_table_uri: &str, metadata_store: &TableStorage) -> Result<GlueTable> {
+    pub async fn load(
+        &self,
+        database: &str,
+        name: &str,
+        delta_table_uri: &str,
+        metadata_store: &TableStorage,
+    ) -> Result<GlueTable> {
         self.count();
-        let response = self.client.get_table().database_name(database).name(name).send().await;
+        let response = self
+            .client
+            .get_table()
+            .database_name(database)
+            .name(name)
+            .send()
+            .await;
         let table = match response {
             Ok(out) => out.table,
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_entity_not_found_exception()) => None,
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_entity_not_found_exception()) =>
+            {
+                None
+            }
             Err(err) => return Err(glue_error("GetTable", err)),
         };
         let Some(table) = table else {
-            return Ok(GlueTable { database: database.into(), name: name.into(), current: None, version_id: None, parameters: HashMap::new() });
+            return Ok(GlueTable {
+                database: database.into(),
+                name: name.into(),
+                current: None,
+                version_id: None,
+                parameters: HashMap::new(),
+            });
         };
         let full = format!("{database}.{name}");
         let parameters = table.parameters.clone().unwrap_or_default();
-        let is_iceberg = parameters.get("table_type").is_some_and(|t| t.eq_ignore_ascii_case("ICEBERG"));
+        let is_iceberg = parameters
+            .get("table_type")
+            .is_some_and(|t| t.eq_ignore_ascii_case("ICEBERG"));
         let location = parameters.get("metadata_location");
         let (true, Some(location)) = (is_iceberg, location) else {
             return Err(Error::CatalogState(format!(
                 "Glue table {full} exists but is not an Iceberg table lakemirror can continue; choose another --glue-table or delete it"
             )));
         };
-        let store = if location.starts_with(metadata_store.root_uri().split('/').take(3).collect::<Vec<_>>().join("/").as_str()) {
+        let store = if location.starts_with(
+            metadata_store
+                .root_uri()
+                .split('/')
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("/")
+                .as_str(),
+        ) {
             metadata_store.clone()
         } else {
             TableStorage::open(location, metadata_store.counters().clone())?
         };
         let (bytes, _) = store.get(location).await?;
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::CatalogState(format!("Glue table {full}: metadata {location} is not Iceberg table metadata ({e})"))
+            Error::CatalogState(format!(
+                "Glue table {full}: metadata {location} is not Iceberg table metadata ({e})"
+            ))
         })?;
-        let mirrored = metadata.properties().get(crate::mirror::writer::DELTA_TABLE_PROPERTY);
+        let mirrored = metadata
+            .properties()
+            .get(crate::mirror::writer::DELTA_TABLE_PROPERTY);
         if mirrored.is_some_and(|m| m != delta_table_uri) || mirrored.is_none() {
             return Err(Error::CatalogState(format!(
                 "Glue table {full} mirrors {}, not {delta_table_uri}; choose another --glue-table",
@@ -129,7 +198,10 @@ impl GlueCatalog {
         Ok(GlueTable {
             database: database.into(),
             name: name.into(),
-            current: Some(CommittedTable { metadata, metadata_location: location.clone() }),
+            current: Some(CommittedTable {
+                metadata,
+                metadata_location: location.clone(),
+            }),
             version_id: table.version_id,
             parameters,
         })
@@ -143,7 +215,10 @@ impl GlueCatalog {
         parameters.insert("metadata_location".into(), staged.metadata_location.clone());
         match &read.current {
             Some(previous) => {
-                parameters.insert("previous_metadata_location".into(), previous.metadata_location.clone());
+                parameters.insert(
+                    "previous_metadata_location".into(),
+                    previous.metadata_location.clone(),
+                );
             }
             None => {
                 parameters.remove("previous_metadata_location");
@@ -164,23 +239,53 @@ impl GlueCatalog {
         self.count();
         let conflict = || Error::CommitConflict(read.full_name());
         match &read.current {
-            None => match self.client.create_table().database_name(&read.database).table_input(input).send().await {
+            None => match self
+                .client
+                .create_table()
+                .database_name(&read.database)
+                .table_input(input)
+                .send()
+                .await
+            {
                 Ok(_) => Ok(()),
-                Err(err) if err.as_service_error().is_some_and(|e| e.is_already_exists_exception()) => Err(conflict()),
-                Err(err) if err.as_service_error().is_some_and(|e| e.is_entity_not_found_exception()) => Err(Error::CatalogState(format!(
-                    "Glue database {} does not exist; create it (aws glue create-database --database-input Name={}) or choose another --glue-database",
-                    read.database, read.database
-                ))),
+                Err(err)
+                    if err
+                        .as_service_error()
+                        .is_some_and(|e| e.is_already_exists_exception()) =>
+                {
+                    Err(conflict())
+                }
+                Err(err)
+                    if err
+                        .as_service_error()
+                        .is_some_and(|e| e.is_entity_not_found_exception()) =>
+                {
+                    Err(Error::CatalogState(format!(
+                        "Glue database {} does not exist; create it (aws glue create-database --database-input Name={}) or choose another --glue-database",
+                        read.database, read.database
+                    )))
+                }
                 Err(err) => Err(glue_error("CreateTable", err)),
             },
             Some(_) => {
-                let mut request = self.client.update_table().database_name(&read.database).table_input(input).skip_archive(true);
+                let mut request = self
+                    .client
+                    .update_table()
+                    .database_name(&read.database)
+                    .table_input(input)
+                    .skip_archive(true);
                 if let Some(version) = &read.version_id {
                     request = request.version_id(version);
                 }
                 match request.send().await {
                     Ok(_) => Ok(()),
-                    Err(err) if err.as_service_error().is_some_and(|e| e.is_concurrent_modification_exception()) => Err(conflict()),
+                    Err(err)
+                        if err
+                            .as_service_error()
+                            .is_some_and(|e| e.is_concurrent_modification_exception()) =>
+                    {
+                        Err(conflict())
+                    }
                     Err(err) => Err(glue_error("UpdateTable", err)),
                 }
             }
@@ -222,10 +327,18 @@ fn hive_type(t: &Type) -> String {
         },
         Type::Struct(s) => format!(
             "struct<{}>",
-            s.fields().iter().map(|f| format!("{}:{}", f.name, hive_type(&f.field_type))).collect::<Vec<_>>().join(",")
+            s.fields()
+                .iter()
+                .map(|f| format!("{}:{}", f.name, hive_type(&f.field_type)))
+                .collect::<Vec<_>>()
+                .join(",")
         ),
         Type::List(l) => format!("array<{}>", hive_type(&l.element_field.field_type)),
-        Type::Map(m) => format!("map<{},{}>", hive_type(&m.key_field.field_type), hive_type(&m.value_field.field_type)),
+        Type::Map(m) => format!(
+            "map<{},{}>",
+            hive_type(&m.key_field.field_type),
+            hive_type(&m.value_field.field_type)
+        ),
     }
 }
 
@@ -236,7 +349,10 @@ mod tests {
     #[test]
     fn table_name_defaults_to_the_folder() {
         assert_eq!(default_table_name("s3://lake/warehouse/Orders/"), "orders");
-        assert_eq!(default_table_name("/data/delta-0.8.0 special"), "delta_0_8_0_special");
+        assert_eq!(
+            default_table_name("/data/delta-0.8.0 special"),
+            "delta_0_8_0_special"
+        );
         assert_eq!(default_table_name("file:///x/Ünïcode"), "_n_code");
     }
 }

@@ -5,7 +5,10 @@
 //! - [`mirror`] plans Iceberg snapshots from Delta actions (pure) and writes them.
 //! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
 //! - [`sync`] ties them together: one `glue-sync`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod delta;
 pub mod error;

@@ -7,10 +7,14 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use lakemirror::glue::GlueCatalog;
 use lakemirror::storage::IoCounters;
-use lakemirror::sync::{glue_sync, GlueSyncRequest};
+use lakemirror::sync::{GlueSyncRequest, glue_sync};
 
 #[derive(Parser)]
-#[command(name = "lakemirror", version, about = "Keep a Delta Lake table readable everywhere: as an Iceberg table in AWS Glue over the same Parquet files")]
+#[command(
+    name = "lakemirror",
+    version,
+    about = "Keep a Delta Lake table readable everywhere: as an Iceberg table in AWS Glue over the same Parquet files"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,12 +59,25 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::GlueSync { table_uri, glue_database, glue_table, metadata_uri, to_version } => {
-            let counters = Arc::new(IoCounters::default());
-            let glue = GlueCatalog::from_env(counters.clone()).await;
-            let request = GlueSyncRequest { table_uri, database: glue_database, table: glue_table, metadata_uri, to_version };
-            glue_sync(&glue, &request, counters).await.and_then(|report| {
+    let outcome =
+        match cli.command {
+            Command::GlueSync {
+                table_uri,
+                glue_database,
+                glue_table,
+                metadata_uri,
+                to_version,
+            } => {
+                let counters = Arc::new(IoCounters::default());
+                let glue = GlueCatalog::from_env(counters.clone()).await;
+                let request = GlueSyncRequest {
+                    table_uri,
+                    database: glue_database,
+                    table: glue_table,
+                    metadata_uri,
+                    to_version,
+                };
+                glue_sync(&glue, &request, counters).await.and_then(|report| {
                 eprintln!(
                     "{}.{} is at Delta version {} ({} snapshot(s) committed, +{} / -{} files)",
                     report.database,
@@ -72,8 +89,8 @@ async fn main() -> ExitCode {
                 );
                 Ok(serde_json::to_string(&report)?)
             })
-        }
-    };
+            }
+        };
     match outcome {
         Ok(json) => {
             println!("{json}");

@@ -43,7 +43,8 @@ impl IoCounters {
     fn request(&self, read: usize, written: usize) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.bytes_read.fetch_add(read as u64, Ordering::Relaxed);
-        self.bytes_written.fetch_add(written as u64, Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(written as u64, Ordering::Relaxed);
     }
 }
 
@@ -60,7 +61,9 @@ pub struct TableStorage {
 
 impl std::fmt::Debug for TableStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableStorage").field("root_uri", &self.root_uri).finish()
+        f.debug_struct("TableStorage")
+            .field("root_uri", &self.root_uri)
+            .finish()
     }
 }
 
@@ -70,19 +73,28 @@ impl TableStorage {
     /// `AWS_ALLOW_HTTP`, credentials).
     pub fn open(uri: &str, counters: Arc<IoCounters>) -> Result<Self> {
         let uri = uri.trim_end_matches('/');
-        if let Some(rest) = uri.strip_prefix("s3://").or_else(|| uri.strip_prefix("s3a://")) {
+        if let Some(rest) = uri
+            .strip_prefix("s3://")
+            .or_else(|| uri.strip_prefix("s3a://"))
+        {
             let bucket = rest.split('/').next().unwrap_or_default();
             if bucket.is_empty() {
-                return Err(Error::InvalidInput(format!("{uri} names no bucket; use s3://bucket/path")));
+                return Err(Error::InvalidInput(format!(
+                    "{uri} names no bucket; use s3://bucket/path"
+                )));
             }
             let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-            if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL")) {
+            if let Ok(endpoint) =
+                std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+            {
                 builder = builder.with_endpoint(endpoint);
             }
             if std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
                 builder = builder.with_allow_http(true);
             }
-            if let Ok(region) = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION")) {
+            if let Ok(region) =
+                std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+            {
                 builder = builder.with_region(region);
             }
             let store = builder
@@ -131,11 +143,12 @@ impl TableStorage {
 
     /// The object key of a location in this store.
     pub fn key(&self, location: &str) -> Result<Path> {
-        let key = location
-            .strip_prefix(&self.authority)
-            .ok_or_else(|| Error::InvalidInput(format!("{location} is not in {}", self.authority)))?;
-        Path::parse(key.trim_start_matches('/'))
-            .map_err(|e| Error::InvalidInput(format!("{location} is not a valid object location: {e}")))
+        let key = location.strip_prefix(&self.authority).ok_or_else(|| {
+            Error::InvalidInput(format!("{location} is not in {}", self.authority))
+        })?;
+        Path::parse(key.trim_start_matches('/')).map_err(|e| {
+            Error::InvalidInput(format!("{location} is not a valid object location: {e}"))
+        })
     }
 
     /// The location of a key listed from this store.
@@ -175,7 +188,9 @@ impl TableStorage {
 
     pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
         let len = bytes.len();
-        self.store.put(&self.key(location)?, PutPayload::from_bytes(bytes)).await?;
+        self.store
+            .put(&self.key(location)?, PutPayload::from_bytes(bytes))
+            .await?;
         self.counters.request(0, len);
         Ok(())
     }
@@ -187,7 +202,10 @@ impl TableStorage {
         let mut listed: Vec<ObjectMeta> = match after {
             Some(after) => {
                 let offset = self.key(after)?;
-                self.store.list_with_offset(Some(&prefix_key), &offset).try_collect().await?
+                self.store
+                    .list_with_offset(Some(&prefix_key), &offset)
+                    .try_collect()
+                    .await?
             }
             None => self.store.list(Some(&prefix_key)).try_collect().await?,
         };
@@ -210,7 +228,10 @@ mod tests {
         assert_eq!(s.root_uri(), "s3://lake/warehouse/orders");
         let loc = s.location("x=A%2FA/part 0 é.parquet");
         assert_eq!(loc, "s3://lake/warehouse/orders/x=A%2FA/part 0 é.parquet");
-        assert_eq!(s.key(&loc).unwrap().as_ref(), "warehouse/orders/x=A%2FA/part 0 é.parquet");
+        assert_eq!(
+            s.key(&loc).unwrap().as_ref(),
+            "warehouse/orders/x=A%2FA/part 0 é.parquet"
+        );
         assert_eq!(s.location_of_key(&s.key(&loc).unwrap()), loc);
     }
 
@@ -218,7 +239,10 @@ mod tests {
     fn local_paths_become_file_uris_and_refuse_escapes() {
         let s = TableStorage::open("/data/t", Arc::default()).unwrap();
         assert_eq!(s.root_uri(), "file:///data/t");
-        assert_eq!(s.key("file:///data/t/a b.parquet").unwrap().as_ref(), "data/t/a b.parquet");
+        assert_eq!(
+            s.key("file:///data/t/a b.parquet").unwrap().as_ref(),
+            "data/t/a b.parquet"
+        );
         assert!(s.key("file:///data/t/../../etc/passwd").is_err());
         assert!(TableStorage::open("gs://x/y", Arc::default()).is_err());
     }

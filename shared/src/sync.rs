@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use crate::delta::{CommitsSince, DeltaLog};
 use crate::error::{Error, Result};
-use crate::glue::{default_table_name, GlueCatalog, GlueTable};
-use crate::mirror::{plan_commits, plan_full, MetadataWriter, SnapshotPlan};
+use crate::glue::{GlueCatalog, GlueTable, default_table_name};
+use crate::mirror::{MetadataWriter, SnapshotPlan, plan_commits, plan_full};
 use crate::storage::{IoCounters, IoTotals, TableStorage};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
@@ -44,7 +44,11 @@ pub struct SyncReport {
 }
 
 /// Runs one sync, retrying when another writer commits first.
-pub async fn glue_sync(glue: &GlueCatalog, request: &GlueSyncRequest, counters: Arc<IoCounters>) -> Result<SyncReport> {
+pub async fn glue_sync(
+    glue: &GlueCatalog,
+    request: &GlueSyncRequest,
+    counters: Arc<IoCounters>,
+) -> Result<SyncReport> {
     let started = Instant::now();
     let data = TableStorage::open(&request.table_uri, counters.clone())?;
     let metadata_uri = request
@@ -52,20 +56,28 @@ pub async fn glue_sync(glue: &GlueCatalog, request: &GlueSyncRequest, counters: 
         .clone()
         .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
     let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
-    let name = request.table.clone().unwrap_or_else(|| default_table_name(&request.table_uri));
+    let name = request
+        .table
+        .clone()
+        .unwrap_or_else(|| default_table_name(&request.table_uri));
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone());
 
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let read = glue.load(&request.database, &name, data.root_uri(), &metadata_store).await?;
+        let read = glue
+            .load(&request.database, &name, data.root_uri(), &metadata_store)
+            .await?;
         let plans = plan(&log, &read, request.to_version).await?;
         let mut report = SyncReport {
             database: request.database.clone(),
             table: name.clone(),
             delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
-            snapshot_id: read.current.as_ref().and_then(|c| c.metadata.current_snapshot_id()),
+            snapshot_id: read
+                .current
+                .as_ref()
+                .and_then(|c| c.metadata.current_snapshot_id()),
             snapshots_committed: 0,
             added_files: 0,
             removed_files: 0,
@@ -106,7 +118,11 @@ pub async fn glue_sync(glue: &GlueCatalog, request: &GlueSyncRequest, counters: 
 
 /// What to write: nothing when Iceberg is already at the target version, the commits since
 /// the synced version when the log still has them, else the whole table at the target.
-async fn plan(log: &DeltaLog, read: &GlueTable, to_version: Option<i64>) -> Result<Vec<SnapshotPlan>> {
+async fn plan(
+    log: &DeltaLog,
+    read: &GlueTable,
+    to_version: Option<i64>,
+) -> Result<Vec<SnapshotPlan>> {
     let root = log.table().root_uri();
     let Some(current) = &read.current else {
         let snapshot = log.snapshot(to_version).await?;

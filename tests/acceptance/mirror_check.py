@@ -6,8 +6,15 @@ from rig import judge
 
 
 def files_of_current_snapshot(database, table) -> list[str]:
+    """Every live data file entry of the current snapshot, read from its manifests (a scan
+    would skip files that hold no rows)."""
     tbl = judge.glue_catalog().load_table((database, table))
-    return [task.file.file_path for task in tbl.scan().plan_files()]
+    snapshot = tbl.current_snapshot()
+    if snapshot is None:
+        return []
+    return [entry.data_file.file_path
+            for manifest in snapshot.manifests(tbl.io)
+            for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)]
 
 
 def assert_mirrors(delta_uri, database, table, result, storage_options=None, version=None, expected_rows=None):
@@ -18,7 +25,7 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
 
     assert result.json["delta_version"] == delta.version()
     got = judge.iceberg_rows_pyiceberg(database, table, columns=columns)
-    judge.assert_same_rows(want, got)
+    judge.assert_same_rows(_as_pyiceberg_reads_them(want, delta.schema().fields), got)
     got_duckdb = judge.iceberg_rows_duckdb(result.json["metadata_location"], columns=columns)
     judge.assert_same_rows(want, got_duckdb)
 
@@ -31,3 +38,19 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     assert len(paths) == len(set(paths)), "a data file is referenced twice"
     assert len(paths) == len(delta.file_uris()), "the mirror holds exactly Delta's active files"
     return snapshots
+
+
+def _as_pyiceberg_reads_them(rows, fields):
+    """pyiceberg 0.12 reads a null list<struct> or map<_, struct> as an empty one
+    (apache/iceberg-python#3833, open); DuckDB reads them right and is compared unchanged.
+    Only those columns' nulls are adjusted for the pyiceberg comparison."""
+    from deltalake.schema import ArrayType, MapType, StructType
+
+    def hit(t):
+        return (isinstance(t, ArrayType) and isinstance(t.element_type, StructType)) or (
+            isinstance(t, MapType) and isinstance(t.value_type, StructType))
+
+    affected = [i for i, f in enumerate(fields) if hit(f.type)]
+    if not affected:
+        return rows
+    return [tuple([] if i in affected and v is None else v for i, v in enumerate(row)) for row in rows]

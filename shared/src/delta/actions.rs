@@ -236,7 +236,11 @@ mod tests {
             unsupported_feature(&p(3, &["timestampNtz", "deletionVectors"]), None).as_deref(),
             Some("deletionVectors")
         );
-        assert!(unsupported_feature(&p(2, &[]), None).unwrap().contains("columnMapping"));
+        assert!(
+            unsupported_feature(&p(2, &[]), None)
+                .unwrap()
+                .contains("columnMapping")
+        );
         assert!(unsupported_feature(&p(4, &[]), None).is_some());
     }
 }

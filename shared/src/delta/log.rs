@@ -18,7 +18,10 @@ use crate::storage::TableStorage;
 pub enum LogFileKind {
     Commit(i64),
     /// Classic checkpoint; `parts` is `Some((part, of))` for multi-part checkpoints.
-    Checkpoint { version: i64, parts: Option<(u32, u32)> },
+    Checkpoint {
+        version: i64,
+        parts: Option<(u32, u32)>,
+    },
     /// UUID-named (v2) checkpoint.
     V2Checkpoint(i64),
     /// `.crc`, `_last_checkpoint`, compacted logs, temporary files, sidecars...
@@ -27,24 +30,38 @@ pub enum LogFileKind {
 
 /// Classifies a file name (the last path segment) in `_delta_log/`.
 pub fn classify(name: &str) -> LogFileKind {
-    let Some((digits, rest)) = name.split_at_checked(20) else { return LogFileKind::Other };
-    let Ok(version) = digits.parse::<i64>() else { return LogFileKind::Other };
+    let Some((digits, rest)) = name.split_at_checked(20) else {
+        return LogFileKind::Other;
+    };
+    let Ok(version) = digits.parse::<i64>() else {
+        return LogFileKind::Other;
+    };
     if !digits.bytes().all(|b| b.is_ascii_digit()) {
         return LogFileKind::Other;
     }
     match rest {
         ".json" => LogFileKind::Commit(version),
-        ".checkpoint.parquet" => LogFileKind::Checkpoint { version, parts: None },
+        ".checkpoint.parquet" => LogFileKind::Checkpoint {
+            version,
+            parts: None,
+        },
         _ => {
-            let Some(tail) = rest.strip_prefix(".checkpoint.") else { return LogFileKind::Other };
+            let Some(tail) = rest.strip_prefix(".checkpoint.") else {
+                return LogFileKind::Other;
+            };
             let stem = tail
                 .strip_suffix(".parquet")
                 .or_else(|| tail.strip_suffix(".json"));
-            let Some(stem) = stem else { return LogFileKind::Other };
+            let Some(stem) = stem else {
+                return LogFileKind::Other;
+            };
             let numbers: Vec<_> = stem.split('.').collect();
             match numbers.as_slice() {
                 [part, of] if tail.ends_with(".parquet") => match (part.parse(), of.parse()) {
-                    (Ok(part), Ok(of)) => LogFileKind::Checkpoint { version, parts: Some((part, of)) },
+                    (Ok(part), Ok(of)) => LogFileKind::Checkpoint {
+                        version,
+                        parts: Some((part, of)),
+                    },
                     _ => LogFileKind::Other,
                 },
                 [_uuid] => LogFileKind::V2Checkpoint(version),
@@ -113,11 +130,17 @@ impl DeltaLog {
     }
 
     /// Log files after version `after` (all when None), classified, in version order.
-    async fn list(&self, after: Option<i64>) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
+    async fn list(
+        &self,
+        after: Option<i64>,
+    ) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
         // Keys sort by their zero-padded version, so `<after>.zzz` sorts after every file
         // of version `after` and before those of `after + 1`.
         let offset = after.map(|v| self.log_file(&format!("{v:020}.zzz")));
-        let listed = self.table.list_after(&self.log_dir(), offset.as_deref()).await?;
+        let listed = self
+            .table
+            .list_after(&self.log_dir(), offset.as_deref())
+            .await?;
         Ok(listed
             .into_iter()
             .filter_map(|meta| {
@@ -130,7 +153,11 @@ impl DeltaLog {
             .collect())
     }
 
-    async fn read_commit(&self, version: i64, meta: &object_store::ObjectMeta) -> Result<DeltaCommit> {
+    async fn read_commit(
+        &self,
+        version: i64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<DeltaCommit> {
         let location = self.table.location_of_key(&meta.location);
         let (bytes, _) = self.table.get(&location).await?;
         DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
@@ -143,13 +170,17 @@ impl DeltaLog {
         let mut commits = Vec::new();
         let mut expected = version + 1;
         for (kind, meta) in &listed {
-            let LogFileKind::Commit(v) = *kind else { continue };
+            let LogFileKind::Commit(v) = *kind else {
+                continue;
+            };
             if target.is_some_and(|t| v > t) {
                 break;
             }
             if v != expected {
                 if commits.is_empty() {
-                    return Ok(CommitsSince::Gap { first_available: Some(v) });
+                    return Ok(CommitsSince::Gap {
+                        first_available: Some(v),
+                    });
                 }
                 return Err(self.malformed(format!("commit {expected} is missing but {v} exists")));
             }
@@ -179,10 +210,15 @@ impl DeltaLog {
         };
         let mut listed = self.list(hint.map(|v| v - 1)).await?;
         let has_base = |files: &[(LogFileKind, object_store::ObjectMeta)]| {
-            files.iter().any(|(k, _)| matches!(k, LogFileKind::Checkpoint { .. } | LogFileKind::Commit(0)))
+            files
+                .iter()
+                .any(|(k, _)| matches!(k, LogFileKind::Checkpoint { .. } | LogFileKind::Commit(0)))
         };
         if hint.is_some() && !has_base(&listed) {
-            tracing::warn!(table = self.table.root_uri(), "_last_checkpoint points to a missing checkpoint; reading the whole log");
+            tracing::warn!(
+                table = self.table.root_uri(),
+                "_last_checkpoint points to a missing checkpoint; reading the whole log"
+            );
             listed = self.list(None).await?;
         }
         let newest = listed
@@ -242,17 +278,30 @@ impl DeltaLog {
             // The snapshot is the checkpoint itself: take the time of its commit if listed.
             timestamp_ms = listed
                 .iter()
-                .find_map(|(k, m)| matches!(k, LogFileKind::Checkpoint { version: cv, .. } if *cv == version).then_some(m))
+                .find_map(|(k, m)| {
+                    matches!(k, LogFileKind::Checkpoint { version: cv, .. } if *cv == version)
+                        .then_some(m)
+                })
                 .map_or(0, |m| m.last_modified.timestamp_millis());
         }
         if active.metadata.is_none() || active.protocol.is_none() {
-            return Err(self.malformed(format!("no metaData or protocol action up to version {version}")));
+            return Err(self.malformed(format!(
+                "no metaData or protocol action up to version {version}"
+            )));
         }
-        Ok(DeltaSnapshot { version, timestamp_ms, active })
+        Ok(DeltaSnapshot {
+            version,
+            timestamp_ms,
+            active,
+        })
     }
 
     async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
-        let Some(bytes) = self.table.get_if_exists(&self.log_file("_last_checkpoint")).await? else {
+        let Some(bytes) = self
+            .table
+            .get_if_exists(&self.log_file("_last_checkpoint"))
+            .await?
+        else {
             return Ok(None);
         };
         match serde_json::from_slice::<LastCheckpoint>(&bytes) {
@@ -264,13 +313,20 @@ impl DeltaLog {
         }
     }
 
-    async fn read_checkpoint_part(&self, meta: &object_store::ObjectMeta, active: &mut ActiveFileSet) -> Result<()> {
+    async fn read_checkpoint_part(
+        &self,
+        meta: &object_store::ObjectMeta,
+        active: &mut ActiveFileSet,
+    ) -> Result<()> {
         let location = self.table.location_of_key(&meta.location);
         let (bytes, _) = self.table.get(&location).await?;
-        let lines = checkpoint_actions(bytes).map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        let lines = checkpoint_actions(bytes)
+            .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
         for line in lines {
             if let Some(add) = line.add {
-                active.files.insert(super::replay::decode_path(&add.path), add);
+                active
+                    .files
+                    .insert(super::replay::decode_path(&add.path), add);
             }
             if let Some(m) = line.meta_data {
                 active.metadata = Some(m);
@@ -300,7 +356,12 @@ fn newest_complete_checkpoint(
     candidates.into_iter().rev().find_map(|cv| {
         let single: Vec<_> = listed
             .iter()
-            .filter(|(k, _)| *k == LogFileKind::Checkpoint { version: cv, parts: None })
+            .filter(|(k, _)| {
+                *k == LogFileKind::Checkpoint {
+                    version: cv,
+                    parts: None,
+                }
+            })
             .map(|(_, m)| m.clone())
             .collect();
         if !single.is_empty() {
@@ -310,15 +371,24 @@ fn newest_complete_checkpoint(
         let mut parts: Vec<(u32, u32, object_store::ObjectMeta)> = listed
             .iter()
             .filter_map(|(k, m)| match k {
-                LogFileKind::Checkpoint { version: v, parts: Some((p, of)) } if *v == cv => Some((*p, *of, m.clone())),
+                LogFileKind::Checkpoint {
+                    version: v,
+                    parts: Some((p, of)),
+                } if *v == cv => Some((*p, *of, m.clone())),
                 _ => None,
             })
             .collect();
         parts.sort_by_key(|(p, of, _)| (*of, *p));
         let total = parts.first().map(|(_, of, _)| *of)?;
-        let of_total: Vec<_> = parts.into_iter().filter(|(_, of, _)| *of == total).collect();
+        let of_total: Vec<_> = parts
+            .into_iter()
+            .filter(|(_, of, _)| *of == total)
+            .collect();
         let complete = of_total.len() == total as usize
-            && of_total.iter().enumerate().all(|(i, (p, _, _))| *p as usize == i + 1);
+            && of_total
+                .iter()
+                .enumerate()
+                .all(|(i, (p, _, _))| *p as usize == i + 1);
         complete.then(|| (cv, of_total.into_iter().map(|(_, _, m)| m).collect()))
     })
 }
@@ -330,7 +400,8 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     let mut lines = Vec::new();
     for row in rows {
         let row = row.map_err(|e| e.to_string())?;
-        let line: ActionLine = serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
+        let line: ActionLine =
+            serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
         lines.push(line);
     }
     Ok(lines)
@@ -338,7 +409,11 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
 
 /// A checkpoint row as the JSON object the same action has in a commit file.
 fn row_to_json(row: &Row) -> Value {
-    Value::Object(row.get_column_iter().map(|(name, field)| (name.clone(), field_to_json(field))).collect())
+    Value::Object(
+        row.get_column_iter()
+            .map(|(name, field)| (name.clone(), field_to_json(field)))
+            .collect(),
+    )
 }
 
 fn field_to_json(field: &Field) -> Value {
@@ -360,7 +435,9 @@ fn field_to_json(field: &Field) -> Value {
         Field::TimestampMillis(t) => Value::from(*t),
         Field::TimestampMicros(t) => Value::from(*t),
         Field::Group(row) => row_to_json(row),
-        Field::ListInternal(list) => Value::Array(list.elements().iter().map(field_to_json).collect()),
+        Field::ListInternal(list) => {
+            Value::Array(list.elements().iter().map(field_to_json).collect())
+        }
         Field::MapInternal(map) => Value::Object(
             map.entries()
                 .iter()
@@ -384,17 +461,28 @@ mod tests {
 
     #[test]
     fn classifies_log_file_names() {
-        assert_eq!(classify("00000000000000000042.json"), LogFileKind::Commit(42));
+        assert_eq!(
+            classify("00000000000000000042.json"),
+            LogFileKind::Commit(42)
+        );
         assert_eq!(
             classify("00000000000000000010.checkpoint.parquet"),
-            LogFileKind::Checkpoint { version: 10, parts: None }
+            LogFileKind::Checkpoint {
+                version: 10,
+                parts: None
+            }
         );
         assert_eq!(
             classify("00000000000000000001.checkpoint.0000000002.0000000002.parquet"),
-            LogFileKind::Checkpoint { version: 1, parts: Some((2, 2)) }
+            LogFileKind::Checkpoint {
+                version: 1,
+                parts: Some((2, 2))
+            }
         );
         assert_eq!(
-            classify("00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"),
+            classify(
+                "00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"
+            ),
             LogFileKind::V2Checkpoint(2)
         );
         for other in [

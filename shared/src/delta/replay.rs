@@ -34,7 +34,9 @@ impl ActiveFileSet {
 
 /// Decodes a Delta `add.path`/`remove.path` (a URI reference) exactly once.
 pub fn decode_path(path: &str) -> String {
-    percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -46,7 +48,9 @@ mod tests {
     }
 
     fn add(path: &str) -> String {
-        format!(r#"{{"add":{{"path":"{path}","partitionValues":{{}},"size":1,"modificationTime":1,"dataChange":true}}}}"#)
+        format!(
+            r#"{{"add":{{"path":"{path}","partitionValues":{{}},"size":1,"modificationTime":1,"dataChange":true}}}}"#
+        )
     }
 
     fn remove(path: &str) -> String {
@@ -56,7 +60,10 @@ mod tests {
     #[test]
     fn removes_cancel_adds_and_paths_decode_once() {
         let mut set = ActiveFileSet::default();
-        set.apply(&commit(0, &[add("a"), add("x=A%252FA/b"), add("c%20d")].join("\n")));
+        set.apply(&commit(
+            0,
+            &[add("a"), add("x=A%252FA/b"), add("c%20d")].join("\n"),
+        ));
         set.apply(&commit(1, &[remove("a"), add("e")].join("\n")));
         // a removed path spelled with different encoding still cancels the add
         set.apply(&commit(2, &remove("c d")));

@@ -29,8 +29,8 @@ pub struct DeltaField {
 
 /// Parses `schemaString`: a JSON struct type.
 pub fn parse_schema(schema_string: &str) -> Result<Vec<DeltaField>, String> {
-    let value: Value =
-        serde_json::from_str(schema_string).map_err(|e| format!("schemaString is not JSON: {e}"))?;
+    let value: Value = serde_json::from_str(schema_string)
+        .map_err(|e| format!("schemaString is not JSON: {e}"))?;
     match parse_type(&value)? {
         DeltaType::Struct(fields) => Ok(fields),
         other => Err(format!("schemaString is not a struct type: {other:?}")),
@@ -48,15 +48,30 @@ fn parse_type(value: &Value) -> Result<DeltaType, String> {
                 .get("fields")
                 .and_then(Value::as_array)
                 .ok_or("struct type without fields")?;
-            fields.iter().map(parse_field).collect::<Result<_, _>>().map(DeltaType::Struct)
+            fields
+                .iter()
+                .map(parse_field)
+                .collect::<Result<_, _>>()
+                .map(DeltaType::Struct)
         }
         Some("array") => Ok(DeltaType::Array {
-            element: Box::new(parse_type(value.get("elementType").ok_or("array without elementType")?)?),
-            contains_null: value.get("containsNull").and_then(Value::as_bool).unwrap_or(true),
+            element: Box::new(parse_type(
+                value
+                    .get("elementType")
+                    .ok_or("array without elementType")?,
+            )?),
+            contains_null: value
+                .get("containsNull")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
         }),
         Some("map") => Ok(DeltaType::Map {
-            key: Box::new(parse_type(value.get("keyType").ok_or("map without keyType")?)?),
-            value: Box::new(parse_type(value.get("valueType").ok_or("map without valueType")?)?),
+            key: Box::new(parse_type(
+                value.get("keyType").ok_or("map without keyType")?,
+            )?),
+            value: Box::new(parse_type(
+                value.get("valueType").ok_or("map without valueType")?,
+            )?),
             value_contains_null: value
                 .get("valueContainsNull")
                 .and_then(Value::as_bool)
@@ -73,8 +88,15 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
         .ok_or_else(|| format!("struct field without name: {value}"))?;
     Ok(DeltaField {
         name: name.to_string(),
-        data_type: parse_type(value.get("type").ok_or_else(|| format!("field {name} without type"))?)?,
-        nullable: value.get("nullable").and_then(Value::as_bool).unwrap_or(true),
+        data_type: parse_type(
+            value
+                .get("type")
+                .ok_or_else(|| format!("field {name} without type"))?,
+        )?,
+        nullable: value
+            .get("nullable")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
     })
 }
 
@@ -94,9 +116,20 @@ mod tests {
         let fields = parse_schema(s).unwrap();
         assert_eq!(fields.len(), 5);
         assert!(!fields[0].nullable);
-        assert_eq!(fields[1].data_type, DeltaType::Primitive("decimal(10,2)".into()));
-        assert!(matches!(&fields[3].data_type, DeltaType::Array { contains_null: false, .. }));
-        assert!(matches!(&fields[4].data_type, DeltaType::Map { value, .. } if matches!(**value, DeltaType::Array { .. })));
+        assert_eq!(
+            fields[1].data_type,
+            DeltaType::Primitive("decimal(10,2)".into())
+        );
+        assert!(matches!(
+            &fields[3].data_type,
+            DeltaType::Array {
+                contains_null: false,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&fields[4].data_type, DeltaType::Map { value, .. } if matches!(**value, DeltaType::Array { .. }))
+        );
     }
 
     #[test]

@@ -5,5 +5,5 @@ pub mod plan;
 pub mod schema;
 pub mod writer;
 
-pub use plan::{plan_commits, plan_full, IcebergView, SnapshotPlan};
+pub use plan::{IcebergView, SnapshotPlan, plan_commits, plan_full};
 pub use writer::{CommittedTable, MetadataWriter, StagedTable};

@@ -14,7 +14,8 @@ pub fn partition_literal(
     if raw.is_empty() && *ty != PrimitiveType::String {
         return Ok(None);
     }
-    let bad = |what: &str| format!("partition column {column}: value {raw:?} is not a valid {what}");
+    let bad =
+        |what: &str| format!("partition column {column}: value {raw:?} is not a valid {what}");
     let literal = match ty {
         PrimitiveType::String => Literal::string(raw),
         PrimitiveType::Int => Literal::int(raw.parse::<i32>().map_err(|_| bad("integer"))?),
@@ -32,14 +33,20 @@ pub fn partition_literal(
             let days = date.signed_duration_since(NaiveDate::default()).num_days();
             Literal::date(i32::try_from(days).map_err(|_| bad("date"))?)
         }
-        PrimitiveType::Timestamp => Literal::timestamp(timestamp_micros(raw).ok_or_else(|| bad("timestamp"))?),
+        PrimitiveType::Timestamp => {
+            Literal::timestamp(timestamp_micros(raw).ok_or_else(|| bad("timestamp"))?)
+        }
         PrimitiveType::Timestamptz => {
             Literal::timestamptz(timestamp_micros(raw).ok_or_else(|| bad("timestamp"))?)
         }
         PrimitiveType::Decimal { scale, .. } => {
             Literal::decimal(unscaled_decimal(raw, *scale).ok_or_else(|| bad("decimal"))?)
         }
-        other => return Err(format!("partition column {column}: type {other} cannot be a partition")),
+        other => {
+            return Err(format!(
+                "partition column {column}: type {other} cannot be a partition"
+            ));
+        }
     };
     Ok(Some(literal))
 }
@@ -50,14 +57,21 @@ fn timestamp_micros(raw: &str) -> Option<i64> {
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
         return Some(t.timestamp_micros());
     }
-    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
-        .iter()
-        .find_map(|f| {
-            NaiveDateTime::parse_from_str(raw, f)
+    [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%d",
+    ]
+    .iter()
+    .find_map(|f| {
+        NaiveDateTime::parse_from_str(raw, f).ok().or_else(|| {
+            NaiveDate::parse_from_str(raw, f)
                 .ok()
-                .or_else(|| NaiveDate::parse_from_str(raw, f).ok().and_then(|d| d.and_hms_opt(0, 0, 0)))
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
         })
-        .map(|t| t.and_utc().timestamp_micros())
+    })
+    .map(|t| t.and_utc().timestamp_micros())
 }
 
 /// `"-12.5"` at scale 2 -> -1250. Refuses values with more fractional digits than the scale.
@@ -75,7 +89,11 @@ fn unscaled_decimal(raw: &str, scale: u32) -> Option<i128> {
     if !padded.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let value: i128 = if padded.is_empty() { 0 } else { padded.parse().ok()? };
+    let value: i128 = if padded.is_empty() {
+        0
+    } else {
+        padded.parse().ok()?
+    };
     Some(if negative { -value } else { value })
 }
 
@@ -92,17 +110,37 @@ mod tests {
     use super::*;
 
     fn parse(ty: PrimitiveType, raw: Option<&str>) -> Option<PrimitiveLiteral> {
-        partition_literal("c", &ty, raw).unwrap().map(|l| primitive_of(&l).unwrap().clone())
+        partition_literal("c", &ty, raw)
+            .unwrap()
+            .map(|l| primitive_of(&l).unwrap().clone())
     }
 
     #[test]
     fn typed_values() {
-        assert_eq!(parse(PrimitiveType::String, Some("A/A")), Some(PrimitiveLiteral::String("A/A".into())));
-        assert_eq!(parse(PrimitiveType::String, Some("")), Some(PrimitiveLiteral::String("".into())));
-        assert_eq!(parse(PrimitiveType::Int, Some("-3")), Some(PrimitiveLiteral::Int(-3)));
-        assert_eq!(parse(PrimitiveType::Long, Some("9000000000")), Some(PrimitiveLiteral::Long(9_000_000_000)));
-        assert_eq!(parse(PrimitiveType::Boolean, Some("true")), Some(PrimitiveLiteral::Boolean(true)));
-        assert_eq!(parse(PrimitiveType::Date, Some("2021-01-02")), Some(PrimitiveLiteral::Int(18629)));
+        assert_eq!(
+            parse(PrimitiveType::String, Some("A/A")),
+            Some(PrimitiveLiteral::String("A/A".into()))
+        );
+        assert_eq!(
+            parse(PrimitiveType::String, Some("")),
+            Some(PrimitiveLiteral::String("".into()))
+        );
+        assert_eq!(
+            parse(PrimitiveType::Int, Some("-3")),
+            Some(PrimitiveLiteral::Int(-3))
+        );
+        assert_eq!(
+            parse(PrimitiveType::Long, Some("9000000000")),
+            Some(PrimitiveLiteral::Long(9_000_000_000))
+        );
+        assert_eq!(
+            parse(PrimitiveType::Boolean, Some("true")),
+            Some(PrimitiveLiteral::Boolean(true))
+        );
+        assert_eq!(
+            parse(PrimitiveType::Date, Some("2021-01-02")),
+            Some(PrimitiveLiteral::Int(18629))
+        );
         assert_eq!(parse(PrimitiveType::Int, Some("")), None);
         assert_eq!(parse(PrimitiveType::Date, None), None);
     }
@@ -110,19 +148,48 @@ mod tests {
     #[test]
     fn timestamps_in_both_delta_forms_are_utc_micros() {
         let micros = 1_704_103_200_000_000; // 2024-01-01T10:00:00Z
-        for raw in ["2024-01-01 10:00:00", "2024-01-01 10:00:00.000000", "2024-01-01T10:00:00.000000Z"] {
-            assert_eq!(parse(PrimitiveType::Timestamptz, Some(raw)), Some(PrimitiveLiteral::Long(micros)), "{raw}");
+        for raw in [
+            "2024-01-01 10:00:00",
+            "2024-01-01 10:00:00.000000",
+            "2024-01-01T10:00:00.000000Z",
+        ] {
+            assert_eq!(
+                parse(PrimitiveType::Timestamptz, Some(raw)),
+                Some(PrimitiveLiteral::Long(micros)),
+                "{raw}"
+            );
         }
-        assert_eq!(parse(PrimitiveType::Timestamp, Some("2024-01-01 10:00:00.5")), Some(PrimitiveLiteral::Long(micros + 500_000)));
+        assert_eq!(
+            parse(PrimitiveType::Timestamp, Some("2024-01-01 10:00:00.5")),
+            Some(PrimitiveLiteral::Long(micros + 500_000))
+        );
     }
 
     #[test]
     fn decimals_scale_exactly() {
-        let dec = |raw| parse(PrimitiveType::Decimal { precision: 10, scale: 2 }, Some(raw));
+        let dec = |raw| {
+            parse(
+                PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                },
+                Some(raw),
+            )
+        };
         assert_eq!(dec("12.5"), Some(PrimitiveLiteral::Int128(1250)));
         assert_eq!(dec("-0.01"), Some(PrimitiveLiteral::Int128(-1)));
         assert_eq!(dec("7"), Some(PrimitiveLiteral::Int128(700)));
-        assert!(partition_literal("c", &PrimitiveType::Decimal { precision: 10, scale: 2 }, Some("1.234")).is_err());
+        assert!(
+            partition_literal(
+                "c",
+                &PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2
+                },
+                Some("1.234")
+            )
+            .is_err()
+        );
     }
 
     #[test]

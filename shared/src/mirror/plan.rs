@@ -5,7 +5,7 @@ use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
 use super::schema::iceberg_schema;
-use crate::delta::actions::{num_records, unsupported_feature, Add, Metadata, Protocol};
+use crate::delta::actions::{Add, Metadata, Protocol, num_records, unsupported_feature};
 use crate::delta::replay::decode_path;
 use crate::delta::schema::parse_schema;
 use crate::delta::{DeltaCommit, DeltaSnapshot};
@@ -53,12 +53,21 @@ pub struct SnapshotPlan {
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
 /// version was cleaned up: the whole active file set at `snapshot.version`.
-pub fn plan_full(root_uri: &str, current: Option<&IcebergView>, snapshot: &DeltaSnapshot) -> Result<SnapshotPlan> {
+pub fn plan_full(
+    root_uri: &str,
+    current: Option<&IcebergView>,
+    snapshot: &DeltaSnapshot,
+) -> Result<SnapshotPlan> {
     let table = root_uri;
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
-    check_features(table, protocol, Some(metadata), snapshot.active.files.values())?;
+    check_features(
+        table,
+        protocol,
+        Some(metadata),
+        snapshot.active.files.values(),
+    )?;
     let (schema, changed) = next_schema(table, current, metadata)?;
     let added = snapshot
         .active
@@ -84,12 +93,19 @@ pub fn plan_full(root_uri: &str, current: Option<&IcebergView>, snapshot: &Delta
 }
 
 /// Plans one snapshot per commit, each relative to the previous one.
-pub fn plan_commits(root_uri: &str, current: &IcebergView, commits: &[DeltaCommit]) -> Result<Vec<SnapshotPlan>> {
+pub fn plan_commits(
+    root_uri: &str,
+    current: &IcebergView,
+    commits: &[DeltaCommit],
+) -> Result<Vec<SnapshotPlan>> {
     let table = root_uri;
     let mut view = current.clone();
     let mut plans = Vec::with_capacity(commits.len());
     for commit in commits {
-        let default_protocol = Protocol { min_reader_version: 1, reader_features: None };
+        let default_protocol = Protocol {
+            min_reader_version: 1,
+            reader_features: None,
+        };
         check_features(
             table,
             commit.protocol.as_ref().unwrap_or(&default_protocol),
@@ -149,16 +165,25 @@ fn check_features<'a>(
     metadata: Option<&Metadata>,
     mut adds: impl Iterator<Item = &'a Add>,
 ) -> Result<()> {
-    let feature = unsupported_feature(protocol, metadata)
-        .or_else(|| adds.any(|a| a.deletion_vector.is_some()).then(|| "deletionVectors".to_string()));
+    let feature = unsupported_feature(protocol, metadata).or_else(|| {
+        adds.any(|a| a.deletion_vector.is_some())
+            .then(|| "deletionVectors".to_string())
+    });
     match feature {
-        Some(feature) => Err(Error::UnsupportedFeature { table: table.to_string(), feature }),
+        Some(feature) => Err(Error::UnsupportedFeature {
+            table: table.to_string(),
+            feature,
+        }),
         None => Ok(()),
     }
 }
 
 /// The Iceberg schema for `metadata`, and whether it differs from the current one.
-fn next_schema(table: &str, current: Option<&IcebergView>, metadata: &Metadata) -> Result<(Schema, bool)> {
+fn next_schema(
+    table: &str,
+    current: Option<&IcebergView>,
+    metadata: &Metadata,
+) -> Result<(Schema, bool)> {
     let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
     let (previous, last_id, next_id) = match current {
         Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
@@ -169,7 +194,12 @@ fn next_schema(table: &str, current: Option<&IcebergView>, metadata: &Metadata) 
     for column in &metadata.partition_columns {
         match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
             Some(Type::Primitive(_)) => {}
-            _ => return Err(Error::malformed(table, format!("partition column {column} is not a primitive column of the schema"))),
+            _ => {
+                return Err(Error::malformed(
+                    table,
+                    format!("partition column {column} is not a primitive column of the schema"),
+                ));
+            }
         }
     }
     let changed = match previous {
@@ -179,7 +209,12 @@ fn next_schema(table: &str, current: Option<&IcebergView>, metadata: &Metadata) 
     Ok((schema, changed))
 }
 
-fn planned_file(root_uri: &str, schema: &Schema, partition_columns: &[String], add: &Add) -> Result<PlannedFile> {
+fn planned_file(
+    root_uri: &str,
+    schema: &Schema,
+    partition_columns: &[String],
+    add: &Add,
+) -> Result<PlannedFile> {
     let location = data_file_location(root_uri, &add.path)?;
     let partition = partition_columns
         .iter()
@@ -189,7 +224,8 @@ fn planned_file(root_uri: &str, schema: &Schema, partition_columns: &[String], a
     Ok(PlannedFile {
         location,
         partition: Struct::from_iter(partition),
-        size: u64::try_from(add.size).map_err(|_| Error::malformed(root_uri, format!("{}: negative size", add.path)))?,
+        size: u64::try_from(add.size)
+            .map_err(|_| Error::malformed(root_uri, format!("{}: negative size", add.path)))?,
         record_count: num_records(add.stats.as_deref()),
     })
 }
@@ -204,7 +240,12 @@ fn partition_value(schema: &Schema, column: &str, add: &Add) -> Result<Option<Li
     let raw = add
         .partition_values
         .get(column)
-        .or_else(|| add.partition_values.iter().find(|(k, _)| k.eq_ignore_ascii_case(column)).map(|(_, v)| v))
+        .or_else(|| {
+            add.partition_values
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(column))
+                .map(|(_, v)| v)
+        })
         .and_then(|v| v.as_deref());
     partition_literal(column, &ty, raw)
 }
@@ -220,9 +261,14 @@ pub fn data_file_location(root_uri: &str, path: &str) -> Result<String> {
     } else {
         format!("{root_uri}/{}", decoded.trim_start_matches('/'))
     };
-    let escapes = location.split('/').any(|segment| segment == ".." || segment == ".");
+    let escapes = location
+        .split('/')
+        .any(|segment| segment == ".." || segment == ".");
     if escapes || path.is_empty() {
-        return Err(Error::malformed(root_uri, format!("data file path {path:?} leaves the table root")));
+        return Err(Error::malformed(
+            root_uri,
+            format!("data file path {path:?} leaves the table root"),
+        ));
     }
     Ok(location)
 }
@@ -239,16 +285,26 @@ mod tests {
     }
 
     fn metadata(schema: &str) -> String {
-        format!(r#"{{"metaData":{{"id":"x","format":{{"provider":"parquet","options":{{}}}},"schemaString":"{schema}","partitionColumns":["p"],"configuration":{{}}}}}}"#)
+        format!(
+            r#"{{"metaData":{{"id":"x","format":{{"provider":"parquet","options":{{}}}},"schemaString":"{schema}","partitionColumns":["p"],"configuration":{{}}}}}}"#
+        )
     }
 
     fn protocol(reader: i32, features: &str) -> String {
-        format!(r#"{{"protocol":{{"minReaderVersion":{reader},"minWriterVersion":7,"readerFeatures":[{features}]}}}}"#)
+        format!(
+            r#"{{"protocol":{{"minReaderVersion":{reader},"minWriterVersion":7,"readerFeatures":[{features}]}}}}"#
+        )
     }
 
     fn add(path: &str, p: &str, stats: bool, data_change: bool) -> String {
-        let stats = if stats { r#","stats":"{\"numRecords\":4}""# } else { "" };
-        format!(r#"{{"add":{{"path":"{path}","partitionValues":{{"p":"{p}"}},"size":100,"modificationTime":1,"dataChange":{data_change}{stats}}}}}"#)
+        let stats = if stats {
+            r#","stats":"{\"numRecords\":4}""#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"add":{{"path":"{path}","partitionValues":{{"p":"{p}"}},"size":100,"modificationTime":1,"dataChange":{data_change}{stats}}}}}"#
+        )
     }
 
     fn remove(path: &str, data_change: bool) -> String {
@@ -272,14 +328,31 @@ mod tests {
         let mut active = crate::delta::ActiveFileSet::default();
         commits.iter().for_each(|c| active.apply(c));
         let last = commits.last().unwrap();
-        DeltaSnapshot { version: last.version, timestamp_ms: last.timestamp_ms, active }
+        DeltaSnapshot {
+            version: last.version,
+            timestamp_ms: last.timestamp_ms,
+            active,
+        }
     }
 
     #[test]
     fn first_sync_plans_the_active_set_with_typed_partitions() {
         let commits = [
-            commit(0, &[protocol(1, ""), metadata(SCHEMA), add("p=2021-01-02/a%20b.parquet", "2021-01-02", true, true)]),
-            commit(1, &[add("p=2021-01-03/c.parquet", "2021-01-03", false, true), remove("p=2021-01-02/a%20b.parquet", true)]),
+            commit(
+                0,
+                &[
+                    protocol(1, ""),
+                    metadata(SCHEMA),
+                    add("p=2021-01-02/a%20b.parquet", "2021-01-02", true, true),
+                ],
+            ),
+            commit(
+                1,
+                &[
+                    add("p=2021-01-03/c.parquet", "2021-01-03", false, true),
+                    remove("p=2021-01-02/a%20b.parquet", true),
+                ],
+            ),
         ];
         let plan = plan_full(ROOT, None, &snapshot_of(&commits)).unwrap();
         assert_eq!(plan.delta_version, 1);
@@ -289,21 +362,42 @@ mod tests {
         let file = &plan.added[0];
         assert_eq!(file.location, "s3://lake/t/p=2021-01-03/c.parquet");
         assert_eq!(file.record_count, None, "no stats: the footer must be read");
-        assert_eq!(file.partition, Struct::from_iter([Some(Literal::date(18630))]));
+        assert_eq!(
+            file.partition,
+            Struct::from_iter([Some(Literal::date(18630))])
+        );
     }
 
     #[test]
     fn each_commit_becomes_one_snapshot_with_the_right_operation() {
         let view = view_after_create();
         let commits = [
-            commit(1, &[add("p=2021-01-02/a.parquet", "2021-01-02", true, true)]),
-            commit(2, &[add("p=2021-01-02/b.parquet", "2021-01-02", true, true), remove("p=2021-01-02/a.parquet", true)]),
+            commit(
+                1,
+                &[add("p=2021-01-02/a.parquet", "2021-01-02", true, true)],
+            ),
+            commit(
+                2,
+                &[
+                    add("p=2021-01-02/b.parquet", "2021-01-02", true, true),
+                    remove("p=2021-01-02/a.parquet", true),
+                ],
+            ),
             commit(3, &[remove("p=2021-01-02/b.parquet", true)]),
-            commit(4, &[add("p=2021-01-02/c.parquet", "2021-01-02", true, false), remove("p=2021-01-02/x.parquet", false)]),
+            commit(
+                4,
+                &[
+                    add("p=2021-01-02/c.parquet", "2021-01-02", true, false),
+                    remove("p=2021-01-02/x.parquet", false),
+                ],
+            ),
             commit(5, &[r#"{"commitInfo":{"timestamp":77}}"#.to_string()]),
         ];
         let plans = plan_commits(ROOT, &view, &commits).unwrap();
-        let ops: Vec<_> = plans.iter().map(|p| (p.delta_version, p.operation.clone())).collect();
+        let ops: Vec<_> = plans
+            .iter()
+            .map(|p| (p.delta_version, p.operation.clone()))
+            .collect();
         assert_eq!(
             ops,
             vec![
@@ -329,9 +423,18 @@ mod tests {
         );
         let plans = plan_commits(ROOT, &view, &[commit(1, &[metadata(&grown)])]).unwrap();
         let schema = plans[0].schema.clone().expect("schema change");
-        assert_eq!(schema.field_id_by_name("id"), view.schema.field_id_by_name("id"));
-        assert_eq!(schema.field_id_by_name("p"), view.schema.field_id_by_name("p"));
-        assert_eq!(schema.field_id_by_name("extra"), Some(view.last_column_id + 1));
+        assert_eq!(
+            schema.field_id_by_name("id"),
+            view.schema.field_id_by_name("id")
+        );
+        assert_eq!(
+            schema.field_id_by_name("p"),
+            view.schema.field_id_by_name("p")
+        );
+        assert_eq!(
+            schema.field_id_by_name("extra"),
+            Some(view.last_column_id + 1)
+        );
         assert_eq!(schema.schema_id(), view.next_schema_id);
         // re-stating the same metadata is not a schema change
         let same = plan_commits(ROOT, &view, &[commit(1, &[metadata(SCHEMA)])]).unwrap();
@@ -341,19 +444,44 @@ mod tests {
     #[test]
     fn unsupported_features_are_refused_naming_the_feature() {
         let view = view_after_create();
-        let err = plan_commits(ROOT, &view, &[commit(1, &[protocol(3, r#""deletionVectors""#)])]).unwrap_err();
-        assert!(matches!(&err, Error::UnsupportedFeature { feature, .. } if feature == "deletionVectors"), "{err}");
+        let err = plan_commits(
+            ROOT,
+            &view,
+            &[commit(1, &[protocol(3, r#""deletionVectors""#)])],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::UnsupportedFeature { feature, .. } if feature == "deletionVectors"),
+            "{err}"
+        );
         let dv_add = r#"{"add":{"path":"a","partitionValues":{"p":null},"size":1,"modificationTime":1,"dataChange":true,"deletionVector":{"storageType":"u"}}}"#;
         assert!(plan_commits(ROOT, &view, &[commit(1, &[dv_add.to_string()])]).is_err());
-        let snapshot = snapshot_of(&[commit(0, &[protocol(3, r#""columnMapping""#), metadata(SCHEMA)])]);
-        assert!(plan_full(ROOT, None, &snapshot).unwrap_err().to_string().contains("columnMapping"));
+        let snapshot = snapshot_of(&[commit(
+            0,
+            &[protocol(3, r#""columnMapping""#), metadata(SCHEMA)],
+        )]);
+        assert!(
+            plan_full(ROOT, None, &snapshot)
+                .unwrap_err()
+                .to_string()
+                .contains("columnMapping")
+        );
     }
 
     #[test]
     fn paths_decode_once_and_may_not_escape() {
-        assert_eq!(data_file_location(ROOT, "x=A%252FA/p.parquet").unwrap(), "s3://lake/t/x=A%2FA/p.parquet");
-        assert_eq!(data_file_location(ROOT, "s3://other/abs%20olute.parquet").unwrap(), "s3://other/abs olute.parquet");
-        assert_eq!(data_file_location("file:///d/t", "file:/d/t/a.parquet").unwrap(), "file:///d/t/a.parquet");
+        assert_eq!(
+            data_file_location(ROOT, "x=A%252FA/p.parquet").unwrap(),
+            "s3://lake/t/x=A%2FA/p.parquet"
+        );
+        assert_eq!(
+            data_file_location(ROOT, "s3://other/abs%20olute.parquet").unwrap(),
+            "s3://other/abs olute.parquet"
+        );
+        assert_eq!(
+            data_file_location("file:///d/t", "file:/d/t/a.parquet").unwrap(),
+            "file:///d/t/a.parquet"
+        );
         assert!(data_file_location(ROOT, "../escape.parquet").is_err());
         assert!(data_file_location(ROOT, "a/%2E%2E/b.parquet").is_err());
     }

@@ -94,8 +94,15 @@ fn shape(t: &DeltaType, path: &str) -> Result<Type, String> {
             false,
         )))),
         DeltaType::Map { .. } => Type::Map(MapType::new(
-            Arc::new(NestedField::map_key_element(0, Type::Primitive(PrimitiveType::Int))),
-            Arc::new(NestedField::map_value_element(0, Type::Primitive(PrimitiveType::Int), false)),
+            Arc::new(NestedField::map_key_element(
+                0,
+                Type::Primitive(PrimitiveType::Int),
+            )),
+            Arc::new(NestedField::map_value_element(
+                0,
+                Type::Primitive(PrimitiveType::Int),
+                false,
+            )),
         )),
     })
 }
@@ -103,16 +110,29 @@ fn shape(t: &DeltaType, path: &str) -> Result<Type, String> {
 fn typed(t: &DeltaType, path: &str, ids: &mut IdAssigner) -> Result<Type, String> {
     Ok(match t {
         DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
-        DeltaType::Struct(fields) => {
-            Type::Struct(StructType::new(struct_fields(fields, &format!("{path}."), ids)?))
-        }
-        DeltaType::Array { element, contains_null: _ } => {
+        DeltaType::Struct(fields) => Type::Struct(StructType::new(struct_fields(
+            fields,
+            &format!("{path}."),
+            ids,
+        )?)),
+        DeltaType::Array {
+            element,
+            contains_null: _,
+        } => {
             let element_path = format!("{path}.element");
             let id = ids.id_for(&element_path, &shape(element, &element_path)?);
             let element_type = typed(element, &element_path, ids)?;
-            Type::List(ListType::new(Arc::new(NestedField::list_element(id, element_type, false))))
+            Type::List(ListType::new(Arc::new(NestedField::list_element(
+                id,
+                element_type,
+                false,
+            ))))
         }
-        DeltaType::Map { key, value, value_contains_null: _ } => {
+        DeltaType::Map {
+            key,
+            value,
+            value_contains_null: _,
+        } => {
             let (key_path, value_path) = (format!("{path}.key"), format!("{path}.value"));
             let key_id = ids.id_for(&key_path, &shape(key, &key_path)?);
             let key_type = typed(key, &key_path, ids)?;
@@ -155,10 +175,31 @@ pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
     Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
 }
 
+/// Iceberg's reserved field ID of the `_change_type` metadata column.
+const CHANGE_TYPE_FIELD_ID: i32 = i32::MAX - 104;
+
 /// The name mapping (`schema.name-mapping.default`) of an Iceberg schema whose Parquet
 /// files carry no field IDs: every field is found by its name.
+///
+/// Delta writers with Change Data Feed may leave a `_change_type` column in data files
+/// that the table schema does not have. Readers that map every file column (pyiceberg)
+/// fail on an unmapped one, so it is mapped to Iceberg's reserved `_change_type` ID, which
+/// no table column uses and no scan projects.
 pub fn name_mapping(schema: &Schema) -> NameMapping {
-    NameMapping::new(schema.as_struct().fields().iter().map(|f| mapped(f, &f.name)).collect())
+    let mut fields: Vec<MappedField> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| mapped(f, &f.name))
+        .collect();
+    if schema.field_by_name("_change_type").is_none() {
+        fields.push(MappedField::new(
+            Some(CHANGE_TYPE_FIELD_ID),
+            vec!["_change_type".into()],
+            vec![],
+        ));
+    }
+    NameMapping::new(fields)
 }
 
 fn mapped(field: &NestedField, name: &str) -> MappedField {
@@ -194,7 +235,13 @@ mod tests {
             ("byte", PrimitiveType::Int),
             ("timestamp", PrimitiveType::Timestamptz),
             ("timestamp_ntz", PrimitiveType::Timestamp),
-            ("decimal(38, 4)", PrimitiveType::Decimal { precision: 38, scale: 4 }),
+            (
+                "decimal(38, 4)",
+                PrimitiveType::Decimal {
+                    precision: 38,
+                    scale: 4,
+                },
+            ),
         ] {
             assert_eq!(primitive(delta_type, "c").unwrap(), iceberg);
         }
@@ -204,7 +251,8 @@ mod tests {
     #[test]
     fn added_column_keeps_existing_ids_and_takes_a_new_one() {
         let first = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
-        let grown = format!(r#"{{"name":"x","type":"string","nullable":true,"metadata":{{}}}}, {BASE}"#);
+        let grown =
+            format!(r#"{{"name":"x","type":"string","nullable":true,"metadata":{{}}}}, {BASE}"#);
         let second = iceberg_schema(&delta(&grown), Some(&first), 4, 1).unwrap();
         assert_eq!(second.field_id_by_name("id"), Some(1));
         assert_eq!(second.field_id_by_name("m.value"), Some(4));
@@ -231,7 +279,8 @@ mod tests {
                 {"field-id": 2, "names": ["m"], "fields": [
                     {"field-id": 3, "names": ["key"]},
                     {"field-id": 4, "names": ["value"]}
-                ]}
+                ]},
+                {"field-id": 2147483543, "names": ["_change_type"]}
             ])
         );
     }

@@ -12,10 +12,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestFile,
-    ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
-    SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder, Transform,
-    UnboundPartitionSpec, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, MAIN_BRANCH,
+    ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef, SchemaRef, Snapshot,
+    SortOrder, Summary, TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec,
 };
 
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
@@ -50,9 +49,15 @@ impl CommittedTable {
             .fields()
             .iter()
             .map(|f| {
-                schema.name_by_field_id(f.source_id).map(str::to_string).ok_or_else(|| {
-                    Error::CatalogState(format!("partition field {} has no source column", f.name))
-                })
+                schema
+                    .name_by_field_id(f.source_id)
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        Error::CatalogState(format!(
+                            "partition field {} has no source column",
+                            f.name
+                        ))
+                    })
             })
             .collect::<Result<_>>()?;
         Ok(IcebergView {
@@ -102,6 +107,16 @@ struct LiveFile {
     file_sequence_number: i64,
 }
 
+/// The new content of one bucket manifest.
+struct BucketChange {
+    /// Live files that stay (EXISTING entries).
+    kept: Vec<LiveFile>,
+    /// Live files that leave in this snapshot (DELETED entries).
+    deleted: Vec<LiveFile>,
+    /// Files this snapshot adds (ADDED entries).
+    added: Vec<DataFile>,
+}
+
 /// Writes Iceberg metadata for a Delta table.
 pub struct MetadataWriter {
     /// Where metadata files go: `<root>/_lakemirror/iceberg` by default.
@@ -114,17 +129,27 @@ pub struct MetadataWriter {
 
 impl MetadataWriter {
     pub fn new(metadata_store: TableStorage, data_store: TableStorage) -> Self {
-        Self { metadata_store, data_store, staging: FileIO::new_with_memory() }
+        Self {
+            metadata_store,
+            data_store,
+            staging: FileIO::new_with_memory(),
+        }
     }
 
     /// Writes one snapshot per plan on top of `current` (None: a new table) and the metadata
     /// file that makes them current. Nothing is visible until the catalog points at it.
-    pub async fn stage(&self, current: Option<&CommittedTable>, plans: Vec<SnapshotPlan>) -> Result<StagedTable> {
+    pub async fn stage(
+        &self,
+        current: Option<&CommittedTable>,
+        plans: Vec<SnapshotPlan>,
+    ) -> Result<StagedTable> {
         let mut plans = plans;
         let mut state = match current {
             Some(table) => TableState::load(self, table).await?,
             None => {
-                let first = plans.first_mut().ok_or_else(|| Error::InvalidInput("nothing to write".into()))?;
+                let first = plans
+                    .first_mut()
+                    .ok_or_else(|| Error::InvalidInput("nothing to write".into()))?;
                 TableState::create(self, first)?
             }
         };
@@ -133,7 +158,10 @@ impl MetadataWriter {
             outcomes.push(state.apply(self, plan).await?);
         }
         let table = state.finish(self).await?;
-        Ok(StagedTable { table, snapshots: outcomes })
+        Ok(StagedTable {
+            table,
+            snapshots: outcomes,
+        })
     }
 
     fn metadata_location(&self, name: &str) -> String {
@@ -155,11 +183,18 @@ impl MetadataWriter {
 
     /// Fills in record counts the log did not give by reading Parquet footers.
     async fn complete_record_counts(&self, files: &mut [PlannedFile]) -> Result<()> {
-        let missing: Vec<usize> = (0..files.len()).filter(|i| files[*i].record_count.is_none()).collect();
+        let missing: Vec<usize> = (0..files.len())
+            .filter(|i| files[*i].record_count.is_none())
+            .collect();
         let counts: Vec<(usize, u64)> = futures::stream::iter(missing)
             .map(|i| {
                 let (location, size) = (files[i].location.clone(), files[i].size);
-                async move { Ok::<_, Error>((i, footer_record_count(&self.data_store, &location, size).await?)) }
+                async move {
+                    Ok::<_, Error>((
+                        i,
+                        footer_record_count(&self.data_store, &location, size).await?,
+                    ))
+                }
             })
             .buffer_unordered(16)
             .try_collect()
@@ -174,12 +209,17 @@ impl MetadataWriter {
 /// `num_rows` from a Parquet file's footer: two ranged reads.
 async fn footer_record_count(store: &TableStorage, location: &str, size: u64) -> Result<u64> {
     if size < 12 {
-        return Err(Error::InvalidInput(format!("{location} is too small ({size} bytes) to be Parquet")));
+        return Err(Error::InvalidInput(format!(
+            "{location} is too small ({size} bytes) to be Parquet"
+        )));
     }
     let tail = store.get_range(location, size - 8..size).await?;
-    let footer_len = parquet::file::metadata::FooterTail::try_from(tail.as_ref())?.metadata_length() as u64;
+    let footer_len =
+        parquet::file::metadata::FooterTail::try_from(tail.as_ref())?.metadata_length() as u64;
     let start = size.checked_sub(8 + footer_len).ok_or_else(|| {
-        Error::InvalidInput(format!("{location}: Parquet footer longer than the file; is add.size right?"))
+        Error::InvalidInput(format!(
+            "{location}: Parquet footer longer than the file; is add.size right?"
+        ))
     })?;
     let footer = store.get_range(location, start..size - 8).await?;
     let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)?;
@@ -205,7 +245,11 @@ fn buckets_for(files: usize) -> u32 {
 
 /// The bucket a manifest holds, from its file name `...-b<bucket>.avro`.
 fn bucket_of_manifest(path: &str) -> Option<u32> {
-    path.rsplit_once("-b")?.1.strip_suffix(".avro")?.parse().ok()
+    path.rsplit_once("-b")?
+        .1
+        .strip_suffix(".avro")?
+        .parse()
+        .ok()
 }
 
 /// The table being written: metadata builder plus the manifests of the newest snapshot.
@@ -237,15 +281,18 @@ impl TableState {
             .ok_or_else(|| Error::InvalidInput("a new table needs a schema".into()))?;
         let mut spec = UnboundPartitionSpec::builder().with_spec_id(0);
         for column in &first.partition_columns {
-            let source = schema
-                .field_id_by_name(column)
-                .ok_or_else(|| Error::InvalidInput(format!("partition column {column} is not in the schema")))?;
+            let source = schema.field_id_by_name(column).ok_or_else(|| {
+                Error::InvalidInput(format!("partition column {column} is not in the schema"))
+            })?;
             spec = spec.add_partition_field(source, column, Transform::Identity)?;
         }
         let table_uri = writer.data_store.root_uri().to_string();
         let properties = HashMap::from([
             (DELTA_TABLE_PROPERTY.to_string(), table_uri.clone()),
-            ("write.metadata.path".to_string(), writer.metadata_store.location("metadata")),
+            (
+                "write.metadata.path".to_string(),
+                writer.metadata_store.location("metadata"),
+            ),
         ]);
         let created = TableMetadataBuilder::new(
             schema,
@@ -299,11 +346,20 @@ impl TableState {
                 }
             }
             let summary = &snapshot.summary().additional_properties;
-            total_files = summary.get("total-data-files").and_then(|v| v.parse().ok()).unwrap_or(0);
-            total_records = summary.get("total-records").and_then(|v| v.parse().ok()).unwrap_or(0);
+            total_files = summary
+                .get("total-data-files")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            total_records = summary
+                .get("total-records")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
         }
         let mut state = Self {
-            builder: Some(TableMetadataBuilder::new_from_metadata(m.clone(), Some(table.metadata_location.clone()))),
+            builder: Some(TableMetadataBuilder::new_from_metadata(
+                m.clone(),
+                Some(table.metadata_location.clone()),
+            )),
             schema: m.current_schema().clone(),
             spec: m.default_partition_spec().clone(),
             properties: m.properties().clone(),
@@ -323,7 +379,11 @@ impl TableState {
     }
 
     /// Reads the live files of a bucket (once per run).
-    async fn bucket_files(&mut self, writer: &MetadataWriter, bucket: u32) -> Result<&mut Vec<LiveFile>> {
+    async fn bucket_files(
+        &mut self,
+        writer: &MetadataWriter,
+        bucket: u32,
+    ) -> Result<&mut Vec<LiveFile>> {
         if !self.loaded.contains_key(&bucket) {
             let files = match self.manifests.get(&bucket) {
                 Some(manifest) => read_live_files(writer, manifest).await?,
@@ -358,7 +418,11 @@ impl TableState {
         Ok(())
     }
 
-    async fn apply(&mut self, writer: &MetadataWriter, mut plan: SnapshotPlan) -> Result<SnapshotOutcome> {
+    async fn apply(
+        &mut self,
+        writer: &MetadataWriter,
+        mut plan: SnapshotPlan,
+    ) -> Result<SnapshotOutcome> {
         writer.complete_record_counts(&mut plan.added).await?;
         if let Some(schema) = plan.schema.take() {
             self.builder = Some(self.take_builder()?.add_current_schema(schema.clone())?);
@@ -368,7 +432,7 @@ impl TableState {
         let sequence_number = self.last_sequence_number + 1;
         let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
 
-        let mut rewritten: BTreeMap<u32, (Vec<LiveFile>, Vec<LiveFile>, Vec<DataFile>)> = BTreeMap::new();
+        let mut rewritten: BTreeMap<u32, BucketChange> = BTreeMap::new();
         let (mut removed_files, mut removed_records) = (0u64, 0u64);
         if plan.replace_all {
             let count = buckets_for(plan.added.len());
@@ -379,7 +443,9 @@ impl TableState {
             removed_records = self.total_records;
             self.total_files = 0;
             self.total_records = 0;
-        } else if self.total_files as usize + plan.added.len() > self.bucket_count as usize * FILES_PER_BUCKET * 2 {
+        } else if self.total_files as usize + plan.added.len()
+            > self.bucket_count as usize * FILES_PER_BUCKET * 2
+        {
             let wanted = buckets_for(self.total_files as usize + plan.added.len());
             self.rebucket(writer, Some(wanted)).await?;
         }
@@ -388,14 +454,27 @@ impl TableState {
         // Which buckets change, and how.
         let mut touched: BTreeMap<u32, (Vec<String>, Vec<DataFile>)> = BTreeMap::new();
         for location in &plan.removed {
-            touched.entry(bucket_of(location, count)).or_default().0.push(location.clone());
+            touched
+                .entry(bucket_of(location, count))
+                .or_default()
+                .0
+                .push(location.clone());
         }
         for file in &plan.added {
             let data_file = data_file(file, self.spec.spec_id())?;
-            touched.entry(bucket_of(&file.location, count)).or_default().1.push(data_file);
+            touched
+                .entry(bucket_of(&file.location, count))
+                .or_default()
+                .1
+                .push(data_file);
         }
         // Buckets loaded by a rebucket must all be rewritten.
-        let pending: Vec<u32> = self.loaded.keys().filter(|b| !self.manifests.contains_key(b)).copied().collect();
+        let pending: Vec<u32> = self
+            .loaded
+            .keys()
+            .filter(|b| !self.manifests.contains_key(b))
+            .copied()
+            .collect();
         for bucket in pending {
             touched.entry(bucket).or_default();
         }
@@ -413,28 +492,61 @@ impl TableState {
                 }
             }
             removed_files += deleted.len() as u64;
-            removed_records += deleted.iter().map(|d| d.data_file.record_count()).sum::<u64>();
-            rewritten.insert(bucket, (kept, deleted, adds));
+            removed_records += deleted
+                .iter()
+                .map(|d| d.data_file.record_count())
+                .sum::<u64>();
+            rewritten.insert(
+                bucket,
+                BucketChange {
+                    kept,
+                    deleted,
+                    added: adds,
+                },
+            );
         }
 
         // Write the changed bucket manifests.
         let mut new_manifests = Vec::new();
-        for (bucket, (kept, deleted, adds)) in rewritten {
+        for (
+            bucket,
+            BucketChange {
+                kept,
+                deleted,
+                added: adds,
+            },
+        ) in rewritten
+        {
             let mut next_live: Vec<LiveFile> = kept.clone();
             if kept.is_empty() && adds.is_empty() {
                 self.manifests.remove(&bucket);
                 self.loaded.insert(bucket, next_live);
                 continue;
             }
-            let location = writer.metadata_location(&format!("{}-b{bucket}.avro", uuid::Uuid::new_v4()));
+            let location =
+                writer.metadata_location(&format!("{}-b{bucket}.avro", uuid::Uuid::new_v4()));
             let output = writer.staging.new_output(&location)?;
-            let mut manifest = ManifestWriterBuilder::new(output, Some(snapshot_id), self.schema.clone(), self.spec.as_ref().clone())
-                .build_v2_data();
+            let mut manifest = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                self.schema.clone(),
+                self.spec.as_ref().clone(),
+            )
+            .build_v2_data();
             for live in &kept {
-                manifest.add_existing_file(live.data_file.clone(), live.snapshot_id, live.sequence_number, Some(live.file_sequence_number))?;
+                manifest.add_existing_file(
+                    live.data_file.clone(),
+                    live.snapshot_id,
+                    live.sequence_number,
+                    Some(live.file_sequence_number),
+                )?;
             }
             for gone in &deleted {
-                manifest.add_delete_file(gone.data_file.clone(), gone.sequence_number, Some(gone.file_sequence_number))?;
+                manifest.add_delete_file(
+                    gone.data_file.clone(),
+                    gone.sequence_number,
+                    Some(gone.file_sequence_number),
+                )?;
             }
             for file in &adds {
                 manifest.add_file(file.clone(), sequence_number)?;
@@ -453,7 +565,8 @@ impl TableState {
         }
 
         // The manifest list: every bucket's newest manifest.
-        let list_location = writer.metadata_location(&format!("snap-{snapshot_id}-{}.avro", uuid::Uuid::new_v4()));
+        let list_location =
+            writer.metadata_location(&format!("snap-{snapshot_id}-{}.avro", uuid::Uuid::new_v4()));
         let mut list = ManifestListWriter::v2(
             writer.staging.new_output(&list_location)?.writer().await?,
             snapshot_id,
@@ -473,14 +586,20 @@ impl TableState {
             }
         }
 
-        self.total_files = self.total_files + plan.added.len() as u64 - removed_files.min(self.total_files + plan.added.len() as u64);
+        self.total_files = self.total_files + plan.added.len() as u64
+            - removed_files.min(self.total_files + plan.added.len() as u64);
         self.total_records = (self.total_records + added_records).saturating_sub(removed_records);
-        let timestamp_ms = chrono::Utc::now().timestamp_millis().max(self.last_timestamp_ms + 1);
+        let timestamp_ms = chrono::Utc::now()
+            .timestamp_millis()
+            .max(self.last_timestamp_ms + 1);
         let summary = Summary {
             operation: plan.operation.clone(),
             additional_properties: HashMap::from([
                 (DELTA_VERSION.to_string(), plan.delta_version.to_string()),
-                (DELTA_COMMIT_TIMESTAMP.to_string(), plan.commit_timestamp_ms.to_string()),
+                (
+                    DELTA_COMMIT_TIMESTAMP.to_string(),
+                    plan.commit_timestamp_ms.to_string(),
+                ),
                 ("added-data-files".to_string(), plan.added.len().to_string()),
                 ("deleted-data-files".to_string(), removed_files.to_string()),
                 ("added-records".to_string(), added_records.to_string()),
@@ -490,7 +609,10 @@ impl TableState {
                 ("total-delete-files".to_string(), "0".to_string()),
                 ("total-position-deletes".to_string(), "0".to_string()),
                 ("total-equality-deletes".to_string(), "0".to_string()),
-                ("lakemirror.manifests-written".to_string(), new_manifests.len().to_string()),
+                (
+                    "lakemirror.manifests-written".to_string(),
+                    new_manifests.len().to_string(),
+                ),
             ]),
         };
         let snapshot = Snapshot::builder()
@@ -502,7 +624,10 @@ impl TableState {
             .with_summary(summary)
             .with_schema_id(self.schema.schema_id())
             .build();
-        self.builder = Some(self.take_builder()?.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
+        self.builder = Some(
+            self.take_builder()?
+                .set_branch_snapshot(snapshot, MAIN_BRANCH)?,
+        );
         self.parent_snapshot_id = Some(snapshot_id);
         self.last_sequence_number = sequence_number;
         self.last_timestamp_ms = timestamp_ms;
@@ -522,24 +647,38 @@ impl TableState {
     }
 
     async fn finish(mut self, writer: &MetadataWriter) -> Result<CommittedTable> {
-        self.properties.insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
+        self.properties
+            .insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
         self.properties.insert(
             iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
             serde_json::to_string(&name_mapping(&self.schema))?,
         );
-        let metadata = self.take_builder()?.set_properties(self.properties)?.build()?.metadata;
+        let metadata = self
+            .take_builder()?
+            .set_properties(self.properties)?
+            .build()?
+            .metadata;
         let location = writer.metadata_location(&format!(
             "{:05}-{}.metadata.json",
             metadata.last_sequence_number(),
             uuid::Uuid::new_v4()
         ));
-        writer.metadata_store.put(&location, Bytes::from(serde_json::to_vec(&metadata)?)).await?;
-        Ok(CommittedTable { metadata, metadata_location: location })
+        writer
+            .metadata_store
+            .put(&location, Bytes::from(serde_json::to_vec(&metadata)?))
+            .await?;
+        Ok(CommittedTable {
+            metadata,
+            metadata_location: location,
+        })
     }
 }
 
 /// The live files of a manifest, with the snapshot and sequence numbers they inherit.
-async fn read_live_files(writer: &MetadataWriter, manifest: &ManifestFile) -> Result<Vec<LiveFile>> {
+async fn read_live_files(
+    writer: &MetadataWriter,
+    manifest: &ManifestFile,
+) -> Result<Vec<LiveFile>> {
     writer.read_into_staging(&manifest.manifest_path).await?;
     let loaded = manifest.load_manifest(&writer.staging).await;
     writer.staging.delete(&manifest.manifest_path).await?;
@@ -586,13 +725,20 @@ mod tests {
     fn buckets_are_stable_and_grow_in_powers_of_two() {
         assert_eq!(bucket_of("s3://b/t/a.parquet", 1), 0);
         let b = bucket_of("s3://b/t/a.parquet", 64);
-        assert_eq!(b, bucket_of("s3://b/t/a.parquet", 64), "same input, same bucket");
+        assert_eq!(
+            b,
+            bucket_of("s3://b/t/a.parquet", 64),
+            "same input, same bucket"
+        );
         assert!(b < 64);
         assert_eq!(buckets_for(0), 1);
         assert_eq!(buckets_for(1000), 1);
         assert_eq!(buckets_for(1001), 2);
         assert_eq!(buckets_for(100_000), 128);
-        assert_eq!(bucket_of_manifest("s3://b/t/_lakemirror/iceberg/metadata/0f-aa-b17.avro"), Some(17));
+        assert_eq!(
+            bucket_of_manifest("s3://b/t/_lakemirror/iceberg/metadata/0f-aa-b17.avro"),
+            Some(17)
+        );
         assert_eq!(bucket_of_manifest("s3://b/t/metadata/snap-1-x.avro"), None);
     }
 
