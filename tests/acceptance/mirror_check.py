@@ -37,6 +37,7 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     paths = files_of_current_snapshot(database, table)
     assert len(paths) == len(set(paths)), "a data file is referenced twice"
     assert len(paths) == len(delta.file_uris()), "the mirror holds exactly Delta's active files"
+    assert snapshots[-1]["summary"]["total-data-files"] == str(len(paths))
     return snapshots
 
 

@@ -5,7 +5,7 @@
 //! manifest list of `B` entries, so its cost follows the commit, not the table. `B` grows
 //! (all buckets rewritten once) when buckets outgrow [`FILES_PER_BUCKET`] twice over.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -433,16 +433,17 @@ impl TableState {
         let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
 
         let mut rewritten: BTreeMap<u32, BucketChange> = BTreeMap::new();
+        // Files and records leaving: the whole previous snapshot when it is replaced, else
+        // the entries deleted from the buckets below.
         let (mut removed_files, mut removed_records) = (0u64, 0u64);
+        let mut deleted_counts = (0u64, 0u64);
         if plan.replace_all {
             let count = buckets_for(plan.added.len());
             self.bucket_count = count;
             self.manifests.clear();
             self.loaded = (0..count).map(|b| (b, Vec::new())).collect();
-            removed_files = self.total_files;
-            removed_records = self.total_records;
-            self.total_files = 0;
-            self.total_records = 0;
+            removed_files = std::mem::take(&mut self.total_files);
+            removed_records = std::mem::take(&mut self.total_records);
         } else if self.total_files as usize + plan.added.len()
             > self.bucket_count as usize * FILES_PER_BUCKET * 2
         {
@@ -479,20 +480,23 @@ impl TableState {
             touched.entry(bucket).or_default();
         }
         for (bucket, (removes, adds)) in touched {
+            // A file re-added with the same path replaces the old entry: never twice.
+            let leaving: HashSet<String> = removes
+                .into_iter()
+                .chain(adds.iter().map(|a| a.file_path().to_string()))
+                .collect();
             let files = self.bucket_files(writer, bucket).await?;
             let mut kept = Vec::with_capacity(files.len());
             let mut deleted = Vec::new();
             for live in files.drain(..) {
-                let path = live.data_file.file_path();
-                // A file re-added with the same path replaces the old entry: never twice.
-                if removes.iter().any(|r| r == path) || adds.iter().any(|a| a.file_path() == path) {
+                if leaving.contains(live.data_file.file_path()) {
                     deleted.push(live);
                 } else {
                     kept.push(live);
                 }
             }
-            removed_files += deleted.len() as u64;
-            removed_records += deleted
+            deleted_counts.0 += deleted.len() as u64;
+            deleted_counts.1 += deleted
                 .iter()
                 .map(|d| d.data_file.record_count())
                 .sum::<u64>();
@@ -586,9 +590,11 @@ impl TableState {
             }
         }
 
-        self.total_files = self.total_files + plan.added.len() as u64
-            - removed_files.min(self.total_files + plan.added.len() as u64);
-        self.total_records = (self.total_records + added_records).saturating_sub(removed_records);
+        self.total_files =
+            (self.total_files + plan.added.len() as u64).saturating_sub(deleted_counts.0);
+        self.total_records = (self.total_records + added_records).saturating_sub(deleted_counts.1);
+        removed_files += deleted_counts.0;
+        removed_records += deleted_counts.1;
         let timestamp_ms = chrono::Utc::now()
             .timestamp_millis()
             .max(self.last_timestamp_ms + 1);
