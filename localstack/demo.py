@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import boto3
@@ -18,11 +19,13 @@ MOTO = Path(__file__).resolve().parent.parent / "tests" / "rig" / "moto_strict.p
 
 
 def start_moto():
-    proc = subprocess.Popen([sys.executable, str(MOTO), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    log = Path(tempfile.mkdtemp(prefix="lakemirror-demo-")) / "moto.log"
+    proc = subprocess.Popen([sys.executable, str(MOTO), "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=log.open("w"), text=True)
     line = proc.stdout.readline().strip()
     if not line.startswith("ready "):
         proc.kill()
-        raise SystemExit(f"moto did not start: {line!r}")
+        raise SystemExit(f"moto did not start ({line!r}); see {log}")
     endpoint = line.split(" ", 1)[1]
     os.environ.update({
         "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
