@@ -84,3 +84,15 @@ def test_delta_readers_agree_on_the_fixture_we_use_as_reference(delta_tables_dir
     path = str(delta_tables_dir / "basic-with-checkpoint")
     judge.assert_same_rows(judge.delta_rows(path), judge.delta_rows_duckdb(path))
     assert DeltaTable(path).version() == 14
+
+
+def test_local_path_table_is_mirrored_with_file_uris(delta_tables_dir, tmp_path, glue_database, lakemirror):
+    # --table-uri also takes a local path; Glue is still (moto's) Glue.
+    import shutil
+
+    local = tmp_path / "Special Partition"
+    shutil.copytree(delta_tables_dir / "delta-0.8.0-special-partition", local)
+    result = lakemirror("glue-sync", "--table-uri", local, "--glue-database", glue_database)
+    assert result.json["table"] == "special_partition"
+    assert result.json["metadata_location"].startswith(f"file://{local}/_lakemirror/iceberg/metadata/")
+    assert_mirrors(str(local), glue_database, "special_partition", result)
