@@ -5,6 +5,7 @@
 //! - [`mirror`] plans Iceberg snapshots from Delta actions (pure) and writes them.
 //! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
 //! - [`sync`] ties them together: one `glue-sync`.
+//! - [`trigger`] and [`handler`] turn Lambda events into syncs.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -13,8 +14,10 @@
 pub mod delta;
 pub mod error;
 pub mod glue;
+pub mod handler;
 pub mod mirror;
 pub mod storage;
 pub mod sync;
+pub mod trigger;
 
 pub use error::{Error, Result};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use lakemirror::glue::GlueCatalog;
+use lakemirror::handler::{GlueSyncConfig, handle_glue_sync_event};
 use lakemirror::storage::IoCounters;
 use lakemirror::sync::{GlueSyncRequest, glue_sync};
 
@@ -44,6 +45,29 @@ enum Command {
         /// Sync up to this Delta version instead of the newest.
         #[arg(long)]
         to_version: Option<i64>,
+    },
+    /// Run a Lambda function's handler in this process on an event file: the same code
+    /// the deployed function runs, without Docker or `sam local`.
+    Invoke {
+        #[command(subcommand)]
+        function: Function,
+    },
+}
+
+#[derive(Subcommand)]
+enum Function {
+    /// The glue-sync function: S3, SQS or EventBridge events announcing Delta commits.
+    /// Prints the function's response as the last line.
+    GlueSync {
+        /// A JSON event, e.g. functions/glue-sync/events/sqs-s3-notification.json.
+        #[arg(long)]
+        event: std::path::PathBuf,
+        /// Glue database that receives the mirrored tables.
+        #[arg(long, env = "GLUE_DATABASE")]
+        glue_database: String,
+        /// Only mirror tables under these roots (s3://bucket/prefix, comma-separated).
+        #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
+        table_prefixes: Vec<String>,
     },
 }
 
@@ -90,6 +114,14 @@ async fn main() -> ExitCode {
                 Ok(serde_json::to_string(&report)?)
             })
             }
+            Command::Invoke {
+                function:
+                    Function::GlueSync {
+                        event,
+                        glue_database,
+                        table_prefixes,
+                    },
+            } => invoke_glue_sync(&event, glue_database, table_prefixes).await,
         };
     match outcome {
         Ok(json) => {
@@ -101,4 +133,22 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn invoke_glue_sync(
+    event: &std::path::Path,
+    database: String,
+    table_prefixes: Vec<String>,
+) -> lakemirror::Result<String> {
+    let text = std::fs::read_to_string(event).map_err(|e| {
+        lakemirror::Error::InvalidInput(format!("cannot read event file {}: {e}", event.display()))
+    })?;
+    let event: serde_json::Value = serde_json::from_str(&text)?;
+    let config = GlueSyncConfig {
+        database,
+        table_prefixes,
+    };
+    let glue = GlueCatalog::from_env(Arc::new(IoCounters::default())).await;
+    let response = handle_glue_sync_event(&glue, &config, &event).await?;
+    Ok(serde_json::to_string(&response)?)
 }

@@ -1,0 +1,322 @@
+//! Lambda events -> the Delta tables they announce.
+//!
+//! Accepts every shape a deployment produces: S3 event notifications, SQS messages whose
+//! bodies are S3 notifications or EventBridge events, and EventBridge "Object Created"
+//! events delivered directly. Parsing is tolerant on purpose: local emulators (moto) omit
+//! `userIdentity`, `requestParameters` and `sequencer` and encode `/` as `%2F`. Only Delta
+//! commit files (`<root>/_delta_log/<20 digits>.json`) count; everything else is ignored.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// One Delta commit file announced by an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitObject {
+    pub bucket: String,
+    /// Key prefix of the table root, without trailing slash ("" for a bucket-root table).
+    pub root: String,
+    pub version: i64,
+    /// When S3 saw the object, in milliseconds since the epoch (for sync lag).
+    pub event_time_ms: Option<i64>,
+}
+
+/// What one delivered message (an SQS record, or the whole event otherwise) announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The SQS message ID, for partial batch failures.
+    pub message_id: Option<String>,
+    pub commits: Vec<CommitObject>,
+    /// Why the message could not be read at all (it can never succeed).
+    pub unreadable: Option<String>,
+}
+
+/// A table to sync, with every message that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableTrigger {
+    pub bucket: String,
+    pub root: String,
+    /// The newest commit version announced for this table in the batch.
+    pub newest_version: i64,
+    /// The earliest event time in the batch, for sync lag.
+    pub first_event_time_ms: Option<i64>,
+    pub message_ids: Vec<String>,
+}
+
+impl TableTrigger {
+    /// `s3://bucket/root`.
+    pub fn table_uri(&self) -> String {
+        if self.root.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.root)
+        }
+    }
+}
+
+/// The table root and version of a Delta commit file key, or None for any other key.
+pub fn commit_object_key(key: &str) -> Option<(String, i64)> {
+    let (root, name) = match key.rsplit_once("/_delta_log/") {
+        Some((root, name)) => (root, name),
+        None => ("", key.strip_prefix("_delta_log/")?),
+    };
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((root.to_string(), digits.parse().ok()?))
+}
+
+/// Decodes an S3 notification key: form encoding (`+` is a space), decoded exactly once.
+fn decode_notification_key(key: &str) -> String {
+    let spaced = key.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn time_ms(value: Option<&Value>) -> Option<i64> {
+    let text = value?.as_str()?;
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+fn commit(bucket: Option<&str>, key: String, time: Option<&Value>) -> Option<CommitObject> {
+    let (root, version) = commit_object_key(&key)?;
+    Some(CommitObject {
+        bucket: bucket?.to_string(),
+        root,
+        version,
+        event_time_ms: time_ms(time),
+    })
+}
+
+/// Commit files in an S3 notification (`{"Records":[{"s3":...}]}`) or an S3 test event.
+fn from_s3_notification(value: &Value) -> Vec<CommitObject> {
+    let records = value.get("Records").and_then(Value::as_array);
+    records
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            r.get("eventName")
+                .and_then(Value::as_str)
+                .is_none_or(|name| name.starts_with("ObjectCreated"))
+        })
+        .filter_map(|r| {
+            let s3 = r.get("s3")?;
+            let bucket = s3.pointer("/bucket/name").and_then(Value::as_str);
+            let key = decode_notification_key(s3.pointer("/object/key")?.as_str()?);
+            commit(bucket, key, r.get("eventTime"))
+        })
+        .collect()
+}
+
+/// Commit files in an EventBridge "Object Created" event. Its keys are not encoded.
+fn from_eventbridge(value: &Value) -> Vec<CommitObject> {
+    let created = value.get("detail-type").and_then(Value::as_str) == Some("Object Created");
+    let detail = value.get("detail");
+    let bucket = detail
+        .and_then(|d| d.pointer("/bucket/name"))
+        .and_then(Value::as_str);
+    let key = detail
+        .and_then(|d| d.pointer("/object/key"))
+        .and_then(Value::as_str);
+    match (created, key) {
+        (true, Some(key)) => commit(bucket, key.to_string(), value.get("time"))
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Commit files in a message body or direct event of any accepted shape.
+fn from_message(value: &Value) -> Vec<CommitObject> {
+    if value.get("detail-type").is_some() {
+        from_eventbridge(value)
+    } else {
+        // S3 notifications; `s3:TestEvent` has no Records and yields nothing.
+        from_s3_notification(value)
+    }
+}
+
+/// Splits a Lambda event into deliveries: one per SQS record, or one for the whole event.
+pub fn deliveries(event: &Value) -> Vec<Delivery> {
+    let records = event.get("Records").and_then(Value::as_array);
+    let is_sqs = records.is_some_and(|rs| {
+        rs.iter().any(|r| {
+            r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs")
+                || r.get("body").is_some()
+        })
+    });
+    if !is_sqs {
+        return vec![Delivery {
+            message_id: None,
+            commits: from_message(event),
+            unreadable: None,
+        }];
+    }
+    records
+        .into_iter()
+        .flatten()
+        .map(|record| {
+            let message_id = record
+                .get("messageId")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let body = record
+                .get("body")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match serde_json::from_str::<Value>(body) {
+                Ok(body) => Delivery {
+                    message_id,
+                    commits: from_message(&body),
+                    unreadable: None,
+                },
+                Err(e) => Delivery {
+                    message_id,
+                    commits: Vec::new(),
+                    unreadable: Some(format!("SQS message body is not JSON: {e}")),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Groups deliveries into one trigger per table (the newest version wins), keeping only
+/// tables under one of `prefixes` (`s3://bucket/prefix`; empty means every table).
+pub fn table_triggers(deliveries: &[Delivery], prefixes: &[String]) -> Vec<TableTrigger> {
+    let mut by_table: BTreeMap<(String, String), TableTrigger> = BTreeMap::new();
+    for delivery in deliveries {
+        for c in &delivery.commits {
+            let trigger = by_table
+                .entry((c.bucket.clone(), c.root.clone()))
+                .or_insert_with(|| TableTrigger {
+                    bucket: c.bucket.clone(),
+                    root: c.root.clone(),
+                    newest_version: c.version,
+                    first_event_time_ms: c.event_time_ms,
+                    message_ids: Vec::new(),
+                });
+            trigger.newest_version = trigger.newest_version.max(c.version);
+            trigger.first_event_time_ms = match (trigger.first_event_time_ms, c.event_time_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(id) = &delivery.message_id
+                && !trigger.message_ids.contains(id)
+            {
+                trigger.message_ids.push(id.clone());
+            }
+        }
+    }
+    by_table
+        .into_values()
+        .filter(|t| prefixes.is_empty() || prefixes.iter().any(|p| under_prefix(&t.table_uri(), p)))
+        .collect()
+}
+
+fn under_prefix(table_uri: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    table_uri == prefix || table_uri.starts_with(&format!("{prefix}/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Value {
+        let path = format!(
+            "{}/../functions/glue-sync/events/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn commit_keys_are_recognised_and_everything_else_ignored() {
+        assert_eq!(
+            commit_object_key("warehouse/orders/_delta_log/00000000000000000042.json"),
+            Some(("warehouse/orders".into(), 42))
+        );
+        assert_eq!(
+            commit_object_key("_delta_log/00000000000000000000.json"),
+            Some((String::new(), 0))
+        );
+        for ignored in [
+            "t/_delta_log/00000000000000000010.checkpoint.parquet",
+            "t/_delta_log/00000000000000000010.crc",
+            "t/_delta_log/_last_checkpoint",
+            "t/_delta_log/00000000000000000004.00000000000000000006.compacted.json",
+            "t/_delta_log/.00000000000000000011.json.tmp",
+            "t/_delta_log/_commits/00000000000000000011.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json",
+            "t/_delta_log/0000000000000000011.json",
+            "t/part-00000.parquet",
+        ] {
+            assert_eq!(commit_object_key(ignored), None, "{ignored}");
+        }
+    }
+
+    #[test]
+    fn direct_s3_notification_from_aws() {
+        let d = deliveries(&fixture("s3-notification.json"));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].commits.len(), 1);
+        let c = &d[0].commits[0];
+        assert_eq!(
+            (c.bucket.as_str(), c.root.as_str(), c.version),
+            ("lake", "warehouse/my orders", 3)
+        );
+        assert_eq!(c.event_time_ms, Some(1_764_500_000_000));
+    }
+
+    #[test]
+    fn sqs_wrapped_notifications_and_eventbridge_events() {
+        let d = deliveries(&fixture("sqs-s3-notification.json"));
+        assert_eq!(d.len(), 3);
+        assert_eq!(d[0].message_id.as_deref(), Some("m-1"));
+        assert_eq!(d[0].commits[0].version, 7);
+        assert!(d[1].commits.is_empty(), "s3:TestEvent announces nothing");
+        assert!(d[2].unreadable.is_some());
+
+        let e = deliveries(&fixture("sqs-eventbridge.json"));
+        assert_eq!(e[0].commits[0].root, "warehouse/orders");
+        assert_eq!(e[0].commits[0].version, 12);
+    }
+
+    #[test]
+    fn direct_eventbridge_event_keys_are_not_decoded() {
+        let d = deliveries(&fixture("eventbridge.json"));
+        assert_eq!(d[0].commits[0].root, "warehouse/a+b");
+    }
+
+    #[test]
+    fn moto_notifications_decode_percent_2f_once() {
+        let event = serde_json::json!({"Records": [{
+            "eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "eventTime": "2026-11-30T10:00:00.000Z",
+            "s3": {"bucket": {"name": "lake"}, "object": {"key": "warehouse%2Fx%253Dy%2F_delta_log%2F00000000000000000001.json"}}
+        }]});
+        let d = deliveries(&event);
+        assert_eq!(d[0].commits[0].root, "warehouse/x%3Dy");
+    }
+
+    #[test]
+    fn a_batch_becomes_one_trigger_per_table_at_the_newest_version() {
+        let mut batch = deliveries(&fixture("sqs-s3-notification.json"));
+        batch.extend(deliveries(&fixture("sqs-eventbridge.json")));
+        batch.extend(deliveries(&fixture("s3-notification.json")));
+        let triggers = table_triggers(&batch, &[]);
+        assert_eq!(triggers.len(), 2);
+        let orders = triggers
+            .iter()
+            .find(|t| t.root == "warehouse/orders")
+            .unwrap();
+        assert_eq!(orders.newest_version, 12);
+        assert_eq!(orders.message_ids, vec!["m-1", "m-4"]);
+        assert_eq!(orders.table_uri(), "s3://lake/warehouse/orders");
+        let only = table_triggers(&batch, &["s3://lake/warehouse/orders".into()]);
+        assert_eq!(only.len(), 1);
+        assert!(table_triggers(&batch, &["s3://lake/warehouse/ord".into()]).is_empty());
+    }
+}
