@@ -167,15 +167,7 @@ impl GlueCatalog {
                 "Glue table {full} exists but is not an Iceberg table lakemirror can continue; choose another --glue-table or delete it"
             )));
         };
-        let store = if location.starts_with(
-            metadata_store
-                .root_uri()
-                .split('/')
-                .take(3)
-                .collect::<Vec<_>>()
-                .join("/")
-                .as_str(),
-        ) {
+        let store = if metadata_store.holds(location) {
             metadata_store.clone()
         } else {
             TableStorage::open(location, metadata_store.counters().clone())?

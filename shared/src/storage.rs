@@ -136,6 +136,17 @@ impl TableStorage {
         &self.counters
     }
 
+    /// Whether `location` is an object of this store (same scheme and bucket).
+    pub fn holds(&self, location: &str) -> bool {
+        self.key_part(location).is_some()
+    }
+
+    /// What follows the scheme and bucket, when `location` is in this store.
+    fn key_part<'a>(&self, location: &'a str) -> Option<&'a str> {
+        let rest = location.strip_prefix(&self.authority)?;
+        (rest.is_empty() || rest.starts_with('/') || self.authority == "file://").then_some(rest)
+    }
+
     /// The location of `relative` (already decoded) under the root.
     pub fn location(&self, relative: &str) -> String {
         format!("{}/{}", self.root_uri, relative.trim_start_matches('/'))
@@ -143,7 +154,7 @@ impl TableStorage {
 
     /// The object key of a location in this store.
     pub fn key(&self, location: &str) -> Result<Path> {
-        let key = location.strip_prefix(&self.authority).ok_or_else(|| {
+        let key = self.key_part(location).ok_or_else(|| {
             Error::InvalidInput(format!("{location} is not in {}", self.authority))
         })?;
         Path::parse(key.trim_start_matches('/')).map_err(|e| {
@@ -233,6 +244,13 @@ mod tests {
             "warehouse/orders/x=A%2FA/part 0 é.parquet"
         );
         assert_eq!(s.location_of_key(&s.key(&loc).unwrap()), loc);
+        assert!(s.holds("s3://lake/elsewhere/x.json"));
+        assert!(!s.holds("s3://other/x.json"));
+        assert!(
+            !s.holds("s3://lakehouse/x.json"),
+            "a bucket whose name starts alike is another bucket"
+        );
+        assert!(s.key("s3://lakehouse/x.json").is_err());
     }
 
     #[test]
