@@ -83,46 +83,32 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    let outcome =
-        match cli.command {
-            Command::GlueSync {
+    let outcome = match cli.command {
+        Command::GlueSync {
+            table_uri,
+            glue_database,
+            glue_table,
+            metadata_uri,
+            to_version,
+        } => {
+            let request = GlueSyncRequest {
                 table_uri,
-                glue_database,
-                glue_table,
+                database: glue_database,
+                table: glue_table,
                 metadata_uri,
                 to_version,
-            } => {
-                let counters = Arc::new(IoCounters::default());
-                let glue = GlueCatalog::from_env(counters.clone()).await;
-                let request = GlueSyncRequest {
-                    table_uri,
-                    database: glue_database,
-                    table: glue_table,
-                    metadata_uri,
-                    to_version,
-                };
-                glue_sync(&glue, &request, counters).await.and_then(|report| {
-                eprintln!(
-                    "{}.{} is at Delta version {} ({} snapshot(s) committed, +{} / -{} files)",
-                    report.database,
-                    report.table,
-                    report.delta_version.map_or("-".to_string(), |v| v.to_string()),
-                    report.snapshots_committed,
-                    report.added_files,
-                    report.removed_files
-                );
-                Ok(serde_json::to_string(&report)?)
-            })
-            }
-            Command::Invoke {
-                function:
-                    Function::GlueSync {
-                        event,
-                        glue_database,
-                        table_prefixes,
-                    },
-            } => invoke_glue_sync(&event, glue_database, table_prefixes).await,
-        };
+            };
+            run_glue_sync(&request).await
+        }
+        Command::Invoke {
+            function:
+                Function::GlueSync {
+                    event,
+                    glue_database,
+                    table_prefixes,
+                },
+        } => invoke_glue_sync(&event, glue_database, table_prefixes).await,
+    };
     match outcome {
         Ok(json) => {
             println!("{json}");
@@ -133,6 +119,24 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn run_glue_sync(request: &GlueSyncRequest) -> lakemirror::Result<String> {
+    let counters = Arc::new(IoCounters::default());
+    let glue = GlueCatalog::from_env(counters.clone()).await;
+    let report = glue_sync(&glue, request, counters).await?;
+    eprintln!(
+        "{}.{} is at Delta version {} ({} snapshot(s) committed, +{} / -{} files)",
+        report.database,
+        report.table,
+        report
+            .delta_version
+            .map_or("-".to_string(), |v| v.to_string()),
+        report.snapshots_committed,
+        report.added_files,
+        report.removed_files
+    );
+    Ok(serde_json::to_string(&report)?)
 }
 
 async fn invoke_glue_sync(

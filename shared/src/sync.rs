@@ -133,7 +133,12 @@ async fn plan(
         let snapshot = log.snapshot(to_version).await?;
         return Ok(vec![plan_full(root, Some(&view), &snapshot)?]);
     };
-    if to_version.is_some_and(|t| t <= synced) {
+    if let Some(target) = to_version
+        && target <= synced
+    {
+        if target < synced {
+            tracing::warn!(table = %read.full_name(), synced, target, "the mirror is already past the requested version; lakemirror never rewinds a table");
+        }
         return Ok(Vec::new());
     }
     match log.commits_since(synced, to_version).await? {
