@@ -181,7 +181,7 @@ impl GlueCatalog {
         let mirrored = metadata
             .properties()
             .get(crate::mirror::writer::DELTA_TABLE_PROPERTY);
-        if mirrored.is_some_and(|m| m != delta_table_uri) || mirrored.is_none() {
+        if mirrored.map(String::as_str) != Some(delta_table_uri) {
             return Err(Error::CatalogState(format!(
                 "Glue table {full} mirrors {}, not {delta_table_uri}; choose another --glue-table",
                 mirrored.map_or("a table lakemirror did not create", String::as_str)

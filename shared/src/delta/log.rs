@@ -230,21 +230,20 @@ impl DeltaLog {
             .filter(|v| target.is_none_or(|t| *v <= t))
             .max();
         let Some(version) = newest else {
-            if listed.is_empty() && self.list(None).await?.is_empty() {
-                return Err(Error::NotADeltaTable(self.table.root_uri().to_string()));
-            }
+            // With a target there was no hint, so `listed` is the whole log.
             return Err(match target {
-                Some(t) => Error::InvalidInput(format!(
+                Some(t) if !listed.is_empty() => Error::InvalidInput(format!(
                     "Delta version {t} of {} is not in the log",
                     self.table.root_uri()
                 )),
-                None => Error::NotADeltaTable(self.table.root_uri().to_string()),
+                _ => Error::NotADeltaTable(self.table.root_uri().to_string()),
             });
         };
-        if target.is_some_and(|t| t != version) {
+        if let Some(t) = target
+            && t != version
+        {
             return Err(Error::InvalidInput(format!(
-                "Delta version {} of {} does not exist (newest is {version})",
-                target.unwrap_or_default(),
+                "Delta version {t} of {} does not exist (newest is {version})",
                 self.table.root_uri()
             )));
         }

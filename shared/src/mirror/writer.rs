@@ -521,10 +521,9 @@ impl TableState {
             },
         ) in rewritten
         {
-            let mut next_live: Vec<LiveFile> = kept.clone();
             if kept.is_empty() && adds.is_empty() {
                 self.manifests.remove(&bucket);
-                self.loaded.insert(bucket, next_live);
+                self.loaded.insert(bucket, kept);
                 continue;
             }
             let location =
@@ -552,6 +551,7 @@ impl TableState {
                     Some(gone.file_sequence_number),
                 )?;
             }
+            let mut next_live = kept;
             for file in &adds {
                 manifest.add_file(file.clone(), sequence_number)?;
                 next_live.push(LiveFile {
