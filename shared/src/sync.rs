@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::delta::{CommitsSince, DeltaLog};
+use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use crate::error::{Error, Result};
 use crate::glue::{GlueCatalog, GlueTable, default_table_name};
 use crate::mirror::{MetadataWriter, SnapshotPlan, plan_commits, plan_full};
 use crate::storage::{IoCounters, IoTotals, TableStorage};
+use crate::target::{GlueTarget, RememberedTarget, TARGET_FILE, TargetDefaults};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -17,8 +18,10 @@ pub const MAX_ATTEMPTS: u32 = 8;
 pub struct GlueSyncRequest {
     /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
     pub table_uri: String,
+    /// Glue database; the Delta table property `lakemirror.glue.database` overrides it.
     pub database: String,
-    /// Glue table name; defaults to the folder name.
+    /// Glue table name, used as given. Without it: the Delta table property
+    /// `lakemirror.glue.table`, else the folder name.
     pub table: Option<String>,
     /// Where Iceberg metadata goes; defaults to `<table>/_lakemirror/iceberg`.
     pub metadata_uri: Option<String>,
@@ -56,23 +59,68 @@ pub async fn glue_sync(
         .clone()
         .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
     let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
-    let name = request
-        .table
-        .clone()
-        .unwrap_or_else(|| default_table_name(&request.table_uri));
+    let defaults = TargetDefaults {
+        database: request.database.clone(),
+        table: default_table_name(&request.table_uri),
+        explicit_table: request.table.clone(),
+    };
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone());
+    let remembered = remembered_target(&metadata_store, data.root_uri()).await?;
+    // A snapshot read to resolve the target is handed to the first plan, not read twice.
+    let mut snapshot = None;
+    let mut target = match (defaults.fixed(), &remembered) {
+        (Some(fixed), _) => fixed,
+        (None, Some(known)) => known.clone(),
+        (None, None) => {
+            let read = log.snapshot(request.to_version).await?;
+            let target = defaults.resolve(read.metadata())?;
+            snapshot = Some(read);
+            target
+        }
+    };
 
     let mut attempt = 0;
     loop {
         attempt += 1;
         let read = glue
-            .load(&request.database, &name, data.root_uri(), &metadata_store)
+            .load(
+                &target.database,
+                &target.table,
+                data.root_uri(),
+                &metadata_store,
+            )
             .await?;
-        let plans = plan(&log, &read, request.to_version).await?;
+        let planned = plan(&log, &read, request.to_version, snapshot.take()).await?;
+        if defaults.fixed().is_none()
+            && let Some(metadata) = &planned.newest_metadata
+        {
+            let wanted = defaults.resolve(Some(metadata))?;
+            if wanted != target {
+                if attempt >= MAX_ATTEMPTS {
+                    return Err(Error::CatalogState(format!(
+                        "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
+                        request.table_uri,
+                        target.database,
+                        target.table,
+                        wanted.database,
+                        wanted.table
+                    )));
+                }
+                tracing::warn!(
+                    table = %request.table_uri,
+                    from = %format!("{}.{}", target.database, target.table),
+                    to = %format!("{}.{}", wanted.database, wanted.table),
+                    "the Delta table's lakemirror.glue.* properties name another Glue table; mirroring there (the old Glue table is left as it is: drop it when nothing reads it)"
+                );
+                target = wanted;
+                continue;
+            }
+        }
+        let plans = planned.plans;
         let mut report = SyncReport {
-            database: request.database.clone(),
-            table: name.clone(),
+            database: target.database.clone(),
+            table: target.table.clone(),
             delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
             snapshot_id: read
                 .current
@@ -110,6 +158,9 @@ pub async fn glue_sync(
             report.metadata_location = Some(staged.table.metadata_location.clone());
             report.snapshots = staged.snapshots;
         }
+        if defaults.fixed().is_none() && remembered.as_ref() != Some(&target) {
+            remember_target(&metadata_store, data.root_uri(), &target).await?;
+        }
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report.io = counters.totals();
         return Ok(report);
@@ -122,16 +173,25 @@ async fn plan(
     log: &DeltaLog,
     read: &GlueTable,
     to_version: Option<i64>,
-) -> Result<Vec<SnapshotPlan>> {
+    snapshot: Option<DeltaSnapshot>,
+) -> Result<Planned> {
     let root = log.table().root_uri();
+    let full = async |view| -> Result<Planned> {
+        let snapshot = match snapshot {
+            Some(s) => s,
+            None => log.snapshot(to_version).await?,
+        };
+        Ok(Planned {
+            plans: vec![plan_full(root, view, &snapshot)?],
+            newest_metadata: snapshot.metadata().cloned(),
+        })
+    };
     let Some(current) = &read.current else {
-        let snapshot = log.snapshot(to_version).await?;
-        return Ok(vec![plan_full(root, None, &snapshot)?]);
+        return full(None).await;
     };
     let view = current.view()?;
     let Some(synced) = view.delta_version else {
-        let snapshot = log.snapshot(to_version).await?;
-        return Ok(vec![plan_full(root, Some(&view), &snapshot)?]);
+        return full(Some(&view)).await;
     };
     if let Some(target) = to_version
         && target <= synced
@@ -139,16 +199,59 @@ async fn plan(
         if target < synced {
             tracing::warn!(table = %read.full_name(), synced, target, "the mirror is already past the requested version; lakemirror never rewinds a table");
         }
-        return Ok(Vec::new());
+        return Ok(Planned::default());
     }
     match log.commits_since(synced, to_version).await? {
-        CommitsSince::Contiguous(commits) => plan_commits(root, &view, &commits),
+        CommitsSince::Contiguous(commits) => Ok(Planned {
+            plans: plan_commits(root, &view, &commits)?,
+            newest_metadata: commits.iter().rev().find_map(|c| c.metadata.clone()),
+        }),
         CommitsSince::Gap { first_available } => {
             tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
-            let snapshot = log.snapshot(to_version).await?;
-            Ok(vec![plan_full(root, Some(&view), &snapshot)?])
+            full(Some(&view)).await
         }
     }
+}
+
+/// The snapshots to write, and the newest Delta metadata that planning saw (None when the
+/// commits planned did not change it).
+#[derive(Default)]
+struct Planned {
+    plans: Vec<SnapshotPlan>,
+    newest_metadata: Option<Metadata>,
+}
+
+/// The Glue target remembered for this Delta table, if any.
+async fn remembered_target(
+    metadata_store: &TableStorage,
+    delta_table_uri: &str,
+) -> Result<Option<GlueTarget>> {
+    let Some(bytes) = metadata_store
+        .get_if_exists(&metadata_store.location(TARGET_FILE))
+        .await?
+    else {
+        return Ok(None);
+    };
+    // An unreadable or foreign file is not fatal: the target is resolved again.
+    Ok(serde_json::from_slice::<RememberedTarget>(&bytes)
+        .ok()
+        .filter(|r| r.delta_table_uri == delta_table_uri)
+        .map(|r| r.target))
+}
+
+async fn remember_target(
+    metadata_store: &TableStorage,
+    delta_table_uri: &str,
+    target: &GlueTarget,
+) -> Result<()> {
+    let remembered = RememberedTarget {
+        delta_table_uri: delta_table_uri.to_string(),
+        target: target.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&remembered)?;
+    metadata_store
+        .put(&metadata_store.location(TARGET_FILE), bytes.into())
+        .await
 }
 
 /// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
