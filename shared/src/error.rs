@@ -46,6 +46,12 @@ pub enum Error {
         retryable: bool,
     },
 
+    /// Sending a failed event to the dead-letter queue failed (the event is redelivered).
+    #[error(
+        "could not send the event to the dead-letter queue ({0}); it will be redelivered. Check DEAD_LETTER_QUEUE_URL and the function's sqs:SendMessage permission"
+    )]
+    DeadLetter(String),
+
     /// Reading or writing an object failed.
     #[error("storage: {0}")]
     Storage(#[from] object_store::Error),
@@ -68,7 +74,7 @@ impl Error {
     /// (throttling, conflicts, 5xx). Permanent errors should go to a dead-letter queue.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::CommitConflict(_) => true,
+            Error::CommitConflict(_) | Error::DeadLetter(_) => true,
             Error::Glue { retryable, .. } => *retryable,
             Error::Storage(e) => !matches!(
                 e,

@@ -1,32 +1,42 @@
 //! The `glue-sync` function: an event in, one sync per announced table, a response out.
 //! Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::dead_letter::{DeadLetterQueue, Parked};
 use crate::error::{Error, Result};
 use crate::glue::GlueCatalog;
 use crate::storage::IoCounters;
 use crate::sync::{GlueSyncRequest, SyncReport, glue_sync};
-use crate::trigger::{TableTrigger, deliveries, table_triggers};
+use crate::trigger::{Delivery, TableTrigger, deliveries, table_triggers};
 
 /// Configuration of the glue-sync function, from its environment.
 #[derive(Debug, Clone)]
 pub struct GlueSyncConfig {
-    /// `GLUE_DATABASE`: where mirrored tables go.
+    /// `GLUE_DATABASE`: where mirrored tables go (a Delta table's `lakemirror.glue.database`
+    /// property overrides it).
     pub database: String,
     /// `TABLE_PREFIXES`: comma-separated `s3://bucket/prefix` roots to mirror; empty = all.
     pub table_prefixes: Vec<String>,
+    /// `DEAD_LETTER_QUEUE_URL`: where events that can never succeed are parked. Without it
+    /// they are reported as failures, and the queue's redrive policy parks them after
+    /// `maxReceiveCount` attempts.
+    pub dead_letter_queue_url: Option<String>,
 }
 
 impl GlueSyncConfig {
     pub fn from_env() -> Result<Self> {
-        let database = std::env::var("GLUE_DATABASE")
-            .ok()
-            .filter(|d| !d.is_empty())
-            .ok_or_else(|| Error::InvalidInput("GLUE_DATABASE is not set: name the Glue database that receives mirrored tables".into()))?;
-        let table_prefixes = std::env::var("TABLE_PREFIXES")
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let database = var("GLUE_DATABASE").ok_or_else(|| {
+            Error::InvalidInput(
+                "GLUE_DATABASE is not set: name the Glue database that receives mirrored tables"
+                    .into(),
+            )
+        })?;
+        let table_prefixes = var("TABLE_PREFIXES")
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
@@ -36,55 +46,152 @@ impl GlueSyncConfig {
         Ok(Self {
             database,
             table_prefixes,
+            dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
         })
     }
 }
 
-/// Handles one event. For SQS batches the response lists the messages to redeliver
-/// (`batchItemFailures`), so one bad table does not hold back the others; other events
-/// fail as a whole so the platform retries them.
-pub async fn handle_glue_sync_event(
-    glue: &GlueCatalog,
-    config: &GlueSyncConfig,
-    event: &Value,
-) -> Result<Value> {
-    let deliveries = deliveries(event);
-    let is_sqs = deliveries.iter().any(|d| d.message_id.is_some());
-    let mut failed: Vec<String> = Vec::new();
-    for unreadable in deliveries.iter().filter(|d| d.unreadable.is_some()) {
-        tracing::error!(message_id = ?unreadable.message_id, reason = ?unreadable.unreadable, permanent = true, "unreadable message");
-        failed.extend(unreadable.message_id.clone());
-    }
-    let mut synced = Vec::new();
-    let mut first_error = None;
-    for trigger in table_triggers(&deliveries, &config.table_prefixes) {
-        match sync_one(glue, config, &trigger).await {
-            Ok(report) => synced.push(report),
-            Err(e) => {
-                tracing::error!(
-                    table = %trigger.table_uri(),
-                    delta_version = trigger.newest_version,
-                    retryable = e.is_retryable(),
-                    error = %e,
-                    "sync failed"
-                );
-                failed.extend(trigger.message_ids.iter().cloned());
-                first_error.get_or_insert(e);
-            }
+/// The glue-sync function: configuration and clients, built once per process.
+#[derive(Debug, Clone)]
+pub struct GlueSyncFunction {
+    pub config: GlueSyncConfig,
+    pub glue: GlueCatalog,
+    pub dead_letters: Option<DeadLetterQueue>,
+}
+
+impl GlueSyncFunction {
+    /// Clients from the standard AWS configuration (env, profile, role; `AWS_ENDPOINT_URL`
+    /// for a local endpoint).
+    pub async fn from_config(config: GlueSyncConfig) -> Self {
+        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let glue = GlueCatalog::new(
+            aws_sdk_glue::Client::new(&aws),
+            Arc::new(IoCounters::default()),
+        );
+        let dead_letters = config
+            .dead_letter_queue_url
+            .clone()
+            .map(|url| DeadLetterQueue::new(aws_sdk_sqs::Client::new(&aws), url));
+        Self {
+            config,
+            glue,
+            dead_letters,
         }
     }
-    if is_sqs {
-        failed.sort();
-        failed.dedup();
-        let failures: Vec<Value> = failed
-            .iter()
-            .map(|id| json!({ "itemIdentifier": id }))
-            .collect();
-        return Ok(json!({ "batchItemFailures": failures }));
+
+    /// Handles one event. For SQS batches the response lists the messages to redeliver
+    /// (`batchItemFailures`): only those whose sync failed for a reason that may pass
+    /// (throttling, conflicts, 5xx). Messages that can never succeed are parked in the
+    /// dead-letter queue and logged once. Other events fail as a whole when a retry may help.
+    pub async fn handle(&self, event: &Value) -> Result<Value> {
+        let deliveries = deliveries(event);
+        let is_sqs = deliveries.iter().any(|d| d.message_id.is_some());
+        let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
+        let mut permanent: BTreeMap<Option<String>, Parking> = BTreeMap::new();
+        for d in deliveries.iter().filter(|d| d.unreadable.is_some()) {
+            let reason = d.unreadable.clone().unwrap_or_default();
+            permanent.insert(d.message_id.clone(), Parking::unreadable(reason));
+        }
+        let mut synced = Vec::new();
+        let mut first_error = None;
+        for trigger in table_triggers(&deliveries, &self.config.table_prefixes) {
+            let ids: Vec<Option<String>> = if is_sqs {
+                trigger.message_ids.iter().cloned().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            match self.sync_one(&trigger).await {
+                Ok(report) => synced.push(report),
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
+                    retry.extend(ids);
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    let parking = Parking::failed(&trigger, &e);
+                    for id in ids {
+                        permanent.entry(id).or_insert_with(|| parking.clone());
+                    }
+                }
+            }
+        }
+        let mut parked = 0;
+        // A message that must be retried for one table is not parked for another.
+        permanent.retain(|id, _| !retry.contains(id));
+        for (id, parking) in permanent {
+            let body = deliveries
+                .iter()
+                .find(|d| d.message_id == id)
+                .map_or("", |d: &Delivery| d.body.as_str());
+            match self.park(body, &parking).await {
+                Ok(()) => parked += 1,
+                Err(e) => {
+                    retry.insert(id);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if is_sqs {
+            let failures: Vec<Value> = retry
+                .into_iter()
+                .flatten()
+                .map(|id| json!({ "itemIdentifier": id }))
+                .collect();
+            return Ok(json!({ "batchItemFailures": failures }));
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(json!({ "synced": synced, "parked": parked })),
+        }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(json!({ "synced": synced })),
+
+    /// Parks a message that can never succeed, logging it once. Without a dead-letter queue
+    /// the failure is returned, so the platform's redrive policy parks it eventually.
+    async fn park(&self, body: &str, parking: &Parking) -> Result<()> {
+        let Some(queue) = &self.dead_letters else {
+            tracing::error!(table = parking.table.as_deref(), delta_version = parking.delta_version, error = %parking.reason, permanent = true, "sync cannot succeed; no DEAD_LETTER_QUEUE_URL, so the event is reported failed");
+            return Err(Error::InvalidInput(parking.reason.clone()));
+        };
+        queue
+            .park(&Parked {
+                body,
+                reason: &parking.reason,
+                table: parking.table.as_deref(),
+                delta_version: parking.delta_version,
+            })
+            .await?;
+        tracing::error!(table = parking.table.as_deref(), delta_version = parking.delta_version, error = %parking.reason, permanent = true, dead_letter_queue = %queue.url(), "sync cannot succeed; event parked in the dead-letter queue");
+        Ok(())
+    }
+
+    async fn sync_one(&self, trigger: &TableTrigger) -> Result<SyncReport> {
+        sync_one(&self.glue, &self.config, trigger).await
+    }
+}
+
+/// Why a message is parked.
+#[derive(Debug, Clone)]
+struct Parking {
+    reason: String,
+    table: Option<String>,
+    delta_version: Option<i64>,
+}
+
+impl Parking {
+    fn unreadable(reason: String) -> Self {
+        Self {
+            reason,
+            table: None,
+            delta_version: None,
+        }
+    }
+
+    fn failed(trigger: &TableTrigger, error: &Error) -> Self {
+        Self {
+            reason: error.to_string(),
+            table: Some(trigger.table_uri()),
+            delta_version: Some(trigger.newest_version),
+        }
     }
 }
 
@@ -111,12 +218,12 @@ async fn sync_one(
     tracing::info!(
         table = %trigger.table_uri(),
         glue_table = %format!("{}.{}", report.database, report.table),
-        delta_version = ?report.delta_version,
+        delta_version = report.delta_version,
         snapshots = report.snapshots_committed,
         added_files = report.added_files,
         removed_files = report.removed_files,
         duration_ms = report.elapsed_ms,
-        lag_ms = ?lag_ms,
+        lag_ms,
         "synced"
     );
     println!("{}", metric_line(&report, lag_ms));

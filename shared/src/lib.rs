@@ -11,6 +11,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod dead_letter;
 pub mod delta;
 pub mod error;
 pub mod glue;
@@ -18,6 +19,7 @@ pub mod handler;
 pub mod mirror;
 pub mod storage;
 pub mod sync;
+pub mod target;
 pub mod trigger;
 
 pub use error::{Error, Result};

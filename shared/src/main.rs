@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use lakemirror::glue::GlueCatalog;
-use lakemirror::handler::{GlueSyncConfig, handle_glue_sync_event};
+use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror::storage::IoCounters;
 use lakemirror::sync::{GlueSyncRequest, glue_sync};
 
@@ -33,10 +33,12 @@ enum Command {
         /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
         #[arg(long, env = "TABLE_URI")]
         table_uri: String,
-        /// Glue database that receives the Iceberg table (must exist).
+        /// Glue database that receives the Iceberg table (must exist). Without --glue-table,
+        /// the Delta table property lakemirror.glue.database overrides it, as in the function.
         #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
         glue_database: String,
-        /// Glue table name [default: the table folder's name, lower-cased, other characters as _].
+        /// Glue table name, used as given [default: the Delta table property
+        /// lakemirror.glue.table, else the table folder's name, lower-cased, other characters as _].
         #[arg(long, visible_alias = "table", env = "GLUE_TABLE")]
         glue_table: Option<String>,
         /// Where Iceberg metadata files go [default: <table-uri>/_lakemirror/iceberg, which Delta VACUUM leaves alone].
@@ -68,6 +70,10 @@ enum Function {
         /// Only mirror tables under these roots (s3://bucket/prefix, comma-separated).
         #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
         table_prefixes: Vec<String>,
+        /// SQS queue URL where events that can never succeed are parked [default: none:
+        /// they are reported as failed].
+        #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+        dead_letter_queue_url: Option<String>,
     },
 }
 
@@ -106,8 +112,16 @@ async fn main() -> ExitCode {
                     event,
                     glue_database,
                     table_prefixes,
+                    dead_letter_queue_url,
                 },
-        } => invoke_glue_sync(&event, glue_database, table_prefixes).await,
+        } => {
+            let config = GlueSyncConfig {
+                database: glue_database,
+                table_prefixes,
+                dead_letter_queue_url,
+            };
+            invoke_glue_sync(&event, config).await
+        }
     };
     match outcome {
         Ok(json) => {
@@ -141,18 +155,13 @@ async fn run_glue_sync(request: &GlueSyncRequest) -> lakemirror::Result<String> 
 
 async fn invoke_glue_sync(
     event: &std::path::Path,
-    database: String,
-    table_prefixes: Vec<String>,
+    config: GlueSyncConfig,
 ) -> lakemirror::Result<String> {
     let text = std::fs::read_to_string(event).map_err(|e| {
         lakemirror::Error::InvalidInput(format!("cannot read event file {}: {e}", event.display()))
     })?;
     let event: serde_json::Value = serde_json::from_str(&text)?;
-    let config = GlueSyncConfig {
-        database,
-        table_prefixes,
-    };
-    let glue = GlueCatalog::from_env(Arc::new(IoCounters::default())).await;
-    let response = handle_glue_sync_event(&glue, &config, &event).await?;
+    let function = GlueSyncFunction::from_config(config).await;
+    let response = function.handle(&event).await?;
     Ok(serde_json::to_string(&response)?)
 }

@@ -29,6 +29,8 @@ pub struct Delivery {
     pub commits: Vec<CommitObject>,
     /// Why the message could not be read at all (it can never succeed).
     pub unreadable: Option<String>,
+    /// The message as delivered (the SQS body, or the whole event), for the dead-letter queue.
+    pub body: String,
 }
 
 /// A table to sync, with every message that asked for it.
@@ -154,6 +156,7 @@ pub fn deliveries(event: &Value) -> Vec<Delivery> {
             message_id: None,
             commits: from_message(event),
             unreadable: None,
+            body: event.to_string(),
         }];
     }
     records
@@ -167,17 +170,20 @@ pub fn deliveries(event: &Value) -> Vec<Delivery> {
             let body = record
                 .get("body")
                 .and_then(Value::as_str)
-                .unwrap_or_default();
-            match serde_json::from_str::<Value>(body) {
-                Ok(body) => Delivery {
+                .unwrap_or_default()
+                .to_string();
+            match serde_json::from_str::<Value>(&body) {
+                Ok(parsed) => Delivery {
                     message_id,
-                    commits: from_message(&body),
+                    commits: from_message(&parsed),
                     unreadable: None,
+                    body,
                 },
                 Err(e) => Delivery {
                     message_id,
                     commits: Vec::new(),
                     unreadable: Some(format!("SQS message body is not JSON: {e}")),
+                    body,
                 },
             }
         })
