@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
+import boto3.session
 
 REPO = Path(__file__).resolve().parent.parent
 MOTO_STRICT = REPO / "tests" / "rig" / "moto_strict.py"
@@ -48,9 +49,12 @@ class LoopSettings:
     batching_window_seconds: float = 1.0
     max_concurrency: int = 2
     max_receive_count: int = 3
-    visibility_timeout_seconds: int = 5
+    # Lambda requires the queue's visibility timeout to be at least the function timeout;
+    # a shorter one hands in-flight messages to a second poller.
+    visibility_timeout_seconds: int = 60
     table_prefixes: str = ""
     invoke_port: int = 0
+    release: bool = False
     endpoint: str | None = None
     log_dir: Path = field(default_factory=lambda: Path(os.environ.get("TMPDIR", "/tmp")) / "lakemirror-event-loop")
 
@@ -79,6 +83,7 @@ class EventLoop:
         self.settings = settings
         self.stats = PollerStats()
         self._procs: list[subprocess.Popen] = []
+        self._logs: list = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.endpoint = settings.endpoint
@@ -105,6 +110,7 @@ class EventLoop:
         self._aws_env()
         self._create_resources()
         self._start_function()
+        self._warm_up()
         for n in range(self.settings.max_concurrency):
             t = threading.Thread(target=self._poll, name=f"poller-{n}", daemon=True)
             t.start()
@@ -115,18 +121,26 @@ class EventLoop:
         for t in self._threads:
             t.join(timeout=30)
         for proc in reversed(self._procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+            # The whole process group: cargo lambda's children outlive a dead leader.
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
                 try:
                     proc.wait(timeout=20)
+                    break
                 except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    continue
         self._procs.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
     # -- pieces ------------------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str, env: dict | None = None, stdout=None) -> subprocess.Popen:
         log = open(self.settings.log_dir / log_name, "wb")
+        self._logs.append(log)
         proc = subprocess.Popen(args, stdout=stdout or log, stderr=log, env=env, start_new_session=True,
                                 text=True)
         self._procs.append(proc)
@@ -207,29 +221,49 @@ class EventLoop:
         self._spawn([cargo_lambda, "lambda", "watch", "--ignore-changes", "--quiet",
                      "--invoke-address", "127.0.0.1", "--invoke-port", str(port),
                      "--concurrency", str(s.max_concurrency), "--timeout", "600",
-                     "--package", FUNCTION, "--bin", FUNCTION],
+                     "--package", FUNCTION, "--bin", FUNCTION, *(["--release"] if s.release else [])],
                     "glue-sync.log", env=env)
         _wait_for_port(port, self._procs[-1], self.function_log)
 
+    def _warm_up(self) -> None:
+        """One empty invocation, so the first compile and cold start happen before any
+        message is received (and cannot outlast its visibility timeout)."""
+        if self._invoke({"Records": []}) is None:
+            raise RuntimeError(f"glue-sync did not answer its warm-up invocation; see {self.function_log}")
+
     # -- the SQS event source ------------------------------------------------------------
     def _poll(self) -> None:
-        sqs = boto3.client("sqs")
-        s = self.settings
+        # boto3's default session is not thread-safe: one session per poller.
+        sqs = boto3.session.Session().client("sqs")
         while not self._stop.is_set():
-            batch = self._collect(sqs)
-            if not batch:
-                continue
-            event = {"Records": [self._record(m) for m in batch]}
-            failed_ids = self._invoke(event)
-            done = [m for m in batch if m["MessageId"] not in failed_ids]
-            for i in range(0, len(done), 10):
-                sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
-                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[i:i + 10])])
-            self.stats.add(len(batch), len(done), len(batch) - len(done))
-            if failed_ids:
-                print(f"event-loop: {len(failed_ids)} message(s) failed; SQS redelivers them after "
-                      f"{s.visibility_timeout_seconds}s (dead-letter queue after {s.max_receive_count} receives)",
-                      file=sys.stderr)
+            try:
+                self._poll_once(sqs)
+            except Exception as e:  # a poller must survive a hiccup, as Lambda's does
+                print(f"event-loop: poller error {e!r}; continuing", file=sys.stderr)
+
+    def _poll_once(self, sqs) -> None:
+        s = self.settings
+        batch = self._collect(sqs)
+        if not batch:
+            return
+        event = {"Records": [self._record(m) for m in batch]}
+        failed_ids = self._invoke(event)
+        every = {m["MessageId"] for m in batch}
+        if failed_ids is None or not failed_ids <= every:
+            # Lambda fails the whole batch when the invocation fails or the response names
+            # a message that is not in it.
+            failed_ids = every
+        done = [m for m in batch if m["MessageId"] not in failed_ids]
+        for i in range(0, len(done), 10):
+            result = sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[i:i + 10])])
+            for failure in result.get("Failed", []):
+                print(f"event-loop: delete failed {failure}; the message will be redelivered", file=sys.stderr)
+        self.stats.add(len(batch), len(done), len(batch) - len(done))
+        if failed_ids:
+            print(f"event-loop: {len(failed_ids)} message(s) failed; SQS redelivers them after "
+                  f"{s.visibility_timeout_seconds}s (dead-letter queue after {s.max_receive_count} receives)",
+                  file=sys.stderr)
 
     def _collect(self, sqs) -> list[dict]:
         s = self.settings
@@ -253,10 +287,9 @@ class EventLoop:
                 "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m.get("MD5OfBody", ""),
                 "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "us-east-1"}
 
-    def _invoke(self, event: dict) -> set[str]:
-        """The message IDs to leave for redelivery: the function's batchItemFailures, or the
-        whole batch when the invocation itself failed (as Lambda does)."""
-        every = {r["messageId"] for r in event["Records"]}
+    def _invoke(self, event: dict) -> set[str] | None:
+        """The message IDs the function asks to have redelivered (its batchItemFailures),
+        or None when the invocation itself failed."""
         request = urllib.request.Request(self.invoke_url, data=json.dumps(event).encode(),
                                          headers={"Content-Type": "application/json"})
         try:
@@ -264,15 +297,15 @@ class EventLoop:
                 payload = json.loads(response.read() or b"null")
         except (urllib.error.URLError, OSError, ValueError) as e:
             print(f"event-loop: invocation failed ({e}); the whole batch will be redelivered", file=sys.stderr)
-            return every
+            return None
         if not isinstance(payload, dict) or "errorType" in payload or "errorMessage" in payload:
             print(f"event-loop: function error {payload!r}; the whole batch will be redelivered", file=sys.stderr)
-            return every
-        return {f["itemIdentifier"] for f in payload.get("batchItemFailures", [])}
+            return None
+        return {f.get("itemIdentifier") for f in payload.get("batchItemFailures", [])}
 
     def queue_depths(self) -> tuple[int, int]:
         """(messages in the queue incl. in flight, messages in the dead-letter queue)."""
-        sqs = boto3.client("sqs")
+        sqs = boto3.session.Session().client("sqs")
 
         def depth(url):
             a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[

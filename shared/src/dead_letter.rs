@@ -45,11 +45,9 @@ impl DeadLetterQueue {
             .send_message()
             .queue_url(&self.url)
             .message_body(parked.body);
-        // SQS caps attribute values at 256 KiB in all; a reason is a line or two.
-        let reason: String = parked.reason.chars().take(4_000).collect();
-        let mut attributes = vec![("lakemirror-error", reason)];
+        let mut attributes = vec![("lakemirror-error", attribute_text(parked.reason))];
         if let Some(table) = parked.table {
-            attributes.push(("lakemirror-table", table.to_string()));
+            attributes.push(("lakemirror-table", attribute_text(table)));
         }
         if let Some(version) = parked.delta_version {
             attributes.push(("lakemirror-delta-version", version.to_string()));
@@ -62,5 +60,37 @@ impl DeadLetterQueue {
             Error::DeadLetter(format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))
         })?;
         Ok(())
+    }
+}
+
+/// Text SQS accepts as an attribute value: XML characters only, at most about 1 KiB, so a
+/// long reason never makes the message too large to park.
+fn attribute_text(text: &str) -> String {
+    const MAX_BYTES: usize = 1024;
+    let mut out = String::new();
+    for c in text.chars() {
+        let allowed =
+            matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && c != '\u{FFFE}' && c != '\u{FFFF}');
+        let c = if allowed { c } else { '?' };
+        if out.len() + c.len_utf8() > MAX_BYTES {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attribute_text;
+
+    #[test]
+    fn attribute_text_is_xml_safe_and_bounded() {
+        assert_eq!(attribute_text("a\u{0}b\tc"), "a?b\tc");
+        let long = "é".repeat(5_000);
+        let cut = attribute_text(&long);
+        assert!(cut.len() <= 1024 + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
     }
 }

@@ -52,6 +52,12 @@ pub enum Error {
     )]
     DeadLetter(String),
 
+    /// lakemirror itself failed (a panic). Permanent: retrying runs the same code.
+    #[error(
+        "lakemirror hit a bug while syncing {table}: {message}. Please report it with this message; the event was not applied"
+    )]
+    Bug { table: String, message: String },
+
     /// Reading or writing an object failed.
     #[error("storage: {0}")]
     Storage(#[from] object_store::Error),
@@ -76,10 +82,11 @@ impl Error {
         match self {
             Error::CommitConflict(_) | Error::DeadLetter(_) => true,
             Error::Glue { retryable, .. } => *retryable,
+            // NotFound stays retryable: a commit cleaned up between listing and reading is
+            // found missing on the next try, which takes the rebuild path.
             Error::Storage(e) => !matches!(
                 e,
-                object_store::Error::NotFound { .. }
-                    | object_store::Error::InvalidPath { .. }
+                object_store::Error::InvalidPath { .. }
                     | object_store::Error::PermissionDenied { .. }
                     | object_store::Error::Unauthenticated { .. }
             ),

@@ -2,7 +2,11 @@
 //! Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::FutureExt;
 
 use serde_json::{Value, json};
 
@@ -83,24 +87,51 @@ impl GlueSyncFunction {
     /// (`batchItemFailures`): only those whose sync failed for a reason that may pass
     /// (throttling, conflicts, 5xx). Messages that can never succeed are parked in the
     /// dead-letter queue and logged once. Other events fail as a whole when a retry may help.
-    pub async fn handle(&self, event: &Value) -> Result<Value> {
+    ///
+    /// With a `deadline` (the invocation's), no sync after the first starts later than
+    /// [`START_MARGIN`] before it: those tables are left for redelivery instead of being cut
+    /// off mid-way (the first always runs, so every invocation makes progress).
+    pub async fn handle(&self, event: &Value, deadline: Option<SystemTime>) -> Result<Value> {
         let deliveries = deliveries(event);
         let is_sqs = deliveries.iter().any(|d| d.message_id.is_some());
         let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
         let mut permanent: BTreeMap<Option<String>, Parking> = BTreeMap::new();
         for d in deliveries.iter().filter(|d| d.unreadable.is_some()) {
             let reason = d.unreadable.clone().unwrap_or_default();
+            tracing::error!(message_id = d.message_id.as_deref(), error = %reason, permanent = true, "unreadable message");
             permanent.insert(d.message_id.clone(), Parking::unreadable(reason));
         }
         let mut synced = Vec::new();
         let mut first_error = None;
-        for trigger in table_triggers(&deliveries, &self.config.table_prefixes) {
+        for (n, trigger) in table_triggers(&deliveries, &self.config.table_prefixes)
+            .into_iter()
+            .enumerate()
+        {
             let ids: Vec<Option<String>> = if is_sqs {
                 trigger.message_ids.iter().cloned().map(Some).collect()
             } else {
                 vec![None]
             };
-            match self.sync_one(&trigger).await {
+            if n > 0
+                && deadline.is_some_and(|d| {
+                    d.duration_since(SystemTime::now())
+                        .map_or(true, |left| left < START_MARGIN)
+                })
+            {
+                tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
+                retry.extend(ids);
+                continue;
+            }
+            let outcome = AssertUnwindSafe(self.sync_one(&trigger))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    Err(Error::Bug {
+                        table: trigger.table_uri(),
+                        message: panic_message(panic.as_ref()),
+                    })
+                });
+            match outcome {
                 Ok(report) => synced.push(report),
                 Err(e) if e.is_retryable() => {
                     tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
@@ -108,6 +139,7 @@ impl GlueSyncFunction {
                     first_error.get_or_insert(e);
                 }
                 Err(e) => {
+                    tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
                     let parking = Parking::failed(&trigger, &e);
                     for id in ids {
                         permanent.entry(id).or_insert_with(|| parking.clone());
@@ -149,7 +181,9 @@ impl GlueSyncFunction {
     /// the failure is returned, so the platform's redrive policy parks it eventually.
     async fn park(&self, body: &str, parking: &Parking) -> Result<()> {
         let Some(queue) = &self.dead_letters else {
-            tracing::error!(table = parking.table.as_deref(), delta_version = parking.delta_version, error = %parking.reason, permanent = true, "sync cannot succeed; no DEAD_LETTER_QUEUE_URL, so the event is reported failed");
+            tracing::warn!(
+                "no DEAD_LETTER_QUEUE_URL: the event that cannot succeed is reported failed"
+            );
             return Err(Error::InvalidInput(parking.reason.clone()));
         };
         queue
@@ -160,13 +194,24 @@ impl GlueSyncFunction {
                 delta_version: parking.delta_version,
             })
             .await?;
-        tracing::error!(table = parking.table.as_deref(), delta_version = parking.delta_version, error = %parking.reason, permanent = true, dead_letter_queue = %queue.url(), "sync cannot succeed; event parked in the dead-letter queue");
+        tracing::info!(table = parking.table.as_deref(), delta_version = parking.delta_version, dead_letter_queue = %queue.url(), "event parked in the dead-letter queue");
         Ok(())
     }
 
     async fn sync_one(&self, trigger: &TableTrigger) -> Result<SyncReport> {
         sync_one(&self.glue, &self.config, trigger).await
     }
+}
+
+/// No sync starts when less than this is left before the invocation's deadline.
+pub const START_MARGIN: Duration = Duration::from_secs(10);
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
 }
 
 /// Why a message is parked.

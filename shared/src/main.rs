@@ -162,6 +162,6 @@ async fn invoke_glue_sync(
     })?;
     let event: serde_json::Value = serde_json::from_str(&text)?;
     let function = GlueSyncFunction::from_config(config).await;
-    let response = function.handle(&event).await?;
+    let response = function.handle(&event, None).await?;
     Ok(serde_json::to_string(&response)?)
 }

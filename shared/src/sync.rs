@@ -8,10 +8,13 @@ use crate::error::{Error, Result};
 use crate::glue::{GlueCatalog, GlueTable, default_table_name};
 use crate::mirror::{MetadataWriter, SnapshotPlan, plan_commits, plan_full};
 use crate::storage::{IoCounters, IoTotals, TableStorage};
-use crate::target::{GlueTarget, RememberedTarget, TARGET_FILE, TargetDefaults};
+use crate::target::{RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
 pub const MAX_ATTEMPTS: u32 = 8;
+/// How many times one sync follows the Delta table's `lakemirror.glue.*` properties to
+/// another Glue table (each move re-reads what the properties say).
+const MAX_MOVES: u32 = 3;
 
 /// What to mirror where.
 #[derive(Debug, Clone)]
@@ -66,21 +69,23 @@ pub async fn glue_sync(
     };
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone());
-    let remembered = remembered_target(&metadata_store, data.root_uri()).await?;
-    // A snapshot read to resolve the target is handed to the first plan, not read twice.
+    let remembered = remembered_properties(&metadata_store, data.root_uri()).await?;
+    // A snapshot read to learn the properties is handed to the first plan, not read twice.
     let mut snapshot = None;
-    let mut target = match (defaults.fixed(), &remembered) {
-        (Some(fixed), _) => fixed,
-        (None, Some(known)) => known.clone(),
+    let mut properties = match (defaults.fixed(), &remembered) {
+        (Some(_), _) => TargetProperties::default(),
+        (None, Some(known)) => known.properties.clone(),
         (None, None) => {
             let read = log.snapshot(request.to_version).await?;
-            let target = defaults.resolve(read.metadata())?;
+            let properties = TargetProperties::of(read.metadata());
             snapshot = Some(read);
-            target
+            properties
         }
     };
+    let mut target = defaults.resolve(&properties)?;
 
     let mut attempt = 0;
+    let mut moves = 0;
     loop {
         attempt += 1;
         let read = glue
@@ -95,9 +100,11 @@ pub async fn glue_sync(
         if defaults.fixed().is_none()
             && let Some(metadata) = &planned.newest_metadata
         {
-            let wanted = defaults.resolve(Some(metadata))?;
+            properties = TargetProperties::of(Some(metadata));
+            let wanted = defaults.resolve(&properties)?;
             if wanted != target {
-                if attempt >= MAX_ATTEMPTS {
+                moves += 1;
+                if moves > MAX_MOVES {
                     return Err(Error::CatalogState(format!(
                         "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
                         request.table_uri,
@@ -114,6 +121,7 @@ pub async fn glue_sync(
                     "the Delta table's lakemirror.glue.* properties name another Glue table; mirroring there (the old Glue table is left as it is: drop it when nothing reads it)"
                 );
                 target = wanted;
+                attempt -= 1;
                 continue;
             }
         }
@@ -158,8 +166,13 @@ pub async fn glue_sync(
             report.metadata_location = Some(staged.table.metadata_location.clone());
             report.snapshots = staged.snapshots;
         }
-        if defaults.fixed().is_none() && remembered.as_ref() != Some(&target) {
-            remember_target(&metadata_store, data.root_uri(), &target).await?;
+        if defaults.fixed().is_none()
+            && let Some(version) = report.delta_version
+            && remembered
+                .as_ref()
+                .is_none_or(|r| r.properties != properties && r.delta_version <= version)
+        {
+            remember_properties(&metadata_store, data.root_uri(), version, &properties).await?;
         }
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report.io = counters.totals();
@@ -221,32 +234,36 @@ struct Planned {
     newest_metadata: Option<Metadata>,
 }
 
-/// The Glue target remembered for this Delta table, if any.
-async fn remembered_target(
+/// The `lakemirror.glue.*` properties remembered for this Delta table, if any.
+async fn remembered_properties(
     metadata_store: &TableStorage,
     delta_table_uri: &str,
-) -> Result<Option<GlueTarget>> {
+) -> Result<Option<RememberedProperties>> {
     let Some(bytes) = metadata_store
         .get_if_exists(&metadata_store.location(TARGET_FILE))
         .await?
     else {
         return Ok(None);
     };
-    // An unreadable or foreign file is not fatal: the target is resolved again.
-    Ok(serde_json::from_slice::<RememberedTarget>(&bytes)
+    // An unreadable or foreign file is not fatal: the properties are read again.
+    Ok(serde_json::from_slice::<RememberedProperties>(&bytes)
         .ok()
-        .filter(|r| r.delta_table_uri == delta_table_uri)
-        .map(|r| r.target))
+        .filter(|r| r.delta_table_uri == delta_table_uri))
 }
 
-async fn remember_target(
+/// Remembers the properties as of `delta_version`. A concurrent sync may write an older
+/// state last; that heals itself: the commits after the old target's version carry the
+/// change again.
+async fn remember_properties(
     metadata_store: &TableStorage,
     delta_table_uri: &str,
-    target: &GlueTarget,
+    delta_version: i64,
+    properties: &TargetProperties,
 ) -> Result<()> {
-    let remembered = RememberedTarget {
+    let remembered = RememberedProperties {
         delta_table_uri: delta_table_uri.to_string(),
-        target: target.clone(),
+        delta_version,
+        properties: properties.clone(),
     };
     let bytes = serde_json::to_vec_pretty(&remembered)?;
     metadata_store

@@ -6,9 +6,10 @@
 //! An explicit `--glue-table` wins over both.
 //!
 //! Reading table properties needs the Delta metadata, which usually sits in a checkpoint.
-//! So that an incremental sync does not read the checkpoint, the resolved target is
-//! remembered beside the Iceberg metadata (`glue-target.json`); a commit that changes the
-//! properties moves the mirror.
+//! So that an incremental sync does not read the checkpoint, the two property values are
+//! remembered beside the Iceberg metadata (`glue-target.json`), with the Delta version they
+//! were read at; the target is resolved from them and the current defaults on every sync.
+//! A commit that changes the properties moves the mirror.
 
 use std::collections::HashMap;
 
@@ -51,15 +52,13 @@ impl TargetDefaults {
         })
     }
 
-    /// The target the Delta table's metadata asks for.
-    pub fn resolve(&self, metadata: Option<&Metadata>) -> Result<GlueTarget> {
+    /// The target the Delta table's properties ask for.
+    pub fn resolve(&self, properties: &TargetProperties) -> Result<GlueTarget> {
         if let Some(fixed) = self.fixed() {
             return Ok(fixed);
         }
-        let empty = HashMap::new();
-        let configuration = metadata.map_or(&empty, |m| &m.configuration);
-        let property = |key: &str| -> Result<Option<String>> {
-            match configuration.get(key).and_then(|v| v.as_deref()) {
+        let name = |key: &str, value: &Option<String>| -> Result<Option<String>> {
+            match value.as_deref().map(str::trim) {
                 None | Some("") => Ok(None),
                 Some(value) => glue_name(value).map(Some).ok_or_else(|| {
                     Error::InvalidInput(format!(
@@ -69,9 +68,29 @@ impl TargetDefaults {
             }
         };
         Ok(GlueTarget {
-            database: property(DATABASE_PROPERTY)?.unwrap_or_else(|| self.database.clone()),
-            table: property(TABLE_PROPERTY)?.unwrap_or_else(|| self.table.clone()),
+            database: name(DATABASE_PROPERTY, &properties.database)?
+                .unwrap_or_else(|| self.database.clone()),
+            table: name(TABLE_PROPERTY, &properties.table)?.unwrap_or_else(|| self.table.clone()),
         })
+    }
+}
+
+/// The values of the `lakemirror.glue.*` properties of a Delta table (None when unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetProperties {
+    pub database: Option<String>,
+    pub table: Option<String>,
+}
+
+impl TargetProperties {
+    pub fn of(metadata: Option<&Metadata>) -> Self {
+        let empty = HashMap::new();
+        let configuration = metadata.map_or(&empty, |m| &m.configuration);
+        let value = |key: &str| configuration.get(key).cloned().flatten();
+        Self {
+            database: value(DATABASE_PROPERTY),
+            table: value(TABLE_PROPERTY),
+        }
     }
 }
 
@@ -84,12 +103,13 @@ fn glue_name(value: &str) -> Option<String> {
     valid.then_some(name)
 }
 
-/// The remembered target, for one Delta table.
+/// The remembered properties of one Delta table, as of a Delta version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RememberedTarget {
+pub struct RememberedProperties {
     pub delta_table_uri: String,
+    pub delta_version: i64,
     #[serde(flatten)]
-    pub target: GlueTarget,
+    pub properties: TargetProperties,
 }
 
 #[cfg(test)]
@@ -107,6 +127,10 @@ mod tests {
         }
     }
 
+    fn props(configuration: &[(&str, &str)]) -> TargetProperties {
+        TargetProperties::of(Some(&metadata(configuration)))
+    }
+
     fn defaults(explicit: Option<&str>) -> TargetDefaults {
         TargetDefaults {
             database: "lake".into(),
@@ -117,33 +141,36 @@ mod tests {
 
     #[test]
     fn defaults_apply_without_properties() {
-        let target = defaults(None).resolve(Some(&metadata(&[]))).unwrap();
+        let target = defaults(None).resolve(&props(&[])).unwrap();
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("lake", "orders")
         );
-        assert_eq!(defaults(None).resolve(None).unwrap(), target);
+        assert_eq!(
+            defaults(None).resolve(&TargetProperties::of(None)).unwrap(),
+            target
+        );
     }
 
     #[test]
     fn table_properties_override_database_and_table() {
-        let m = metadata(&[(DATABASE_PROPERTY, "Sales"), (TABLE_PROPERTY, "orders_v2")]);
-        let target = defaults(None).resolve(Some(&m)).unwrap();
+        let m = props(&[(DATABASE_PROPERTY, "Sales"), (TABLE_PROPERTY, "orders_v2")]);
+        let target = defaults(None).resolve(&m).unwrap();
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("sales", "orders_v2")
         );
-        let only_table = metadata(&[(TABLE_PROPERTY, "o")]);
+        let only_table = props(&[(TABLE_PROPERTY, "o")]);
         assert_eq!(
-            defaults(None).resolve(Some(&only_table)).unwrap().database,
+            defaults(None).resolve(&only_table).unwrap().database,
             "lake"
         );
     }
 
     #[test]
     fn an_explicit_table_name_wins() {
-        let m = metadata(&[(DATABASE_PROPERTY, "sales"), (TABLE_PROPERTY, "x")]);
-        let target = defaults(Some("mine")).resolve(Some(&m)).unwrap();
+        let m = props(&[(DATABASE_PROPERTY, "sales"), (TABLE_PROPERTY, "x")]);
+        let target = defaults(Some("mine")).resolve(&m).unwrap();
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("lake", "mine")
@@ -151,9 +178,23 @@ mod tests {
     }
 
     #[test]
+    fn remembered_properties_round_trip() {
+        let remembered = RememberedProperties {
+            delta_table_uri: "s3://b/t".into(),
+            delta_version: 7,
+            properties: props(&[(TABLE_PROPERTY, "x")]),
+        };
+        let json = serde_json::to_string(&remembered).unwrap();
+        assert_eq!(
+            serde_json::from_str::<RememberedProperties>(&json).unwrap(),
+            remembered
+        );
+    }
+
+    #[test]
     fn a_property_glue_cannot_hold_is_refused() {
-        let m = metadata(&[(TABLE_PROPERTY, "my-orders")]);
-        let err = defaults(None).resolve(Some(&m)).unwrap_err().to_string();
+        let m = props(&[(TABLE_PROPERTY, "my-orders")]);
+        let err = defaults(None).resolve(&m).unwrap_err().to_string();
         assert!(err.contains("lakemirror.glue.table"), "{err}");
     }
 }

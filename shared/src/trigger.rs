@@ -308,6 +308,19 @@ mod tests {
     }
 
     #[test]
+    fn moto_sqs_batch_as_captured() {
+        // Captured from moto 5.2.5: a test event, a commit whose key holds `=` and a space
+        // (encoded as %3D and +), and a .crc beside it.
+        let d = deliveries(&fixture("sqs-moto-s3-notification.json"));
+        assert_eq!(d.len(), 3);
+        let commits: Vec<_> = d.iter().flat_map(|d| d.commits.iter()).collect();
+        assert_eq!(commits.len(), 1, "{d:?}");
+        assert_eq!(commits[0].root, "warehouse/region=us east");
+        assert_eq!(commits[0].version, 5);
+        assert!(d.iter().all(|d| d.unreadable.is_none()));
+    }
+
+    #[test]
     fn a_batch_becomes_one_trigger_per_table_at_the_newest_version() {
         let mut batch = deliveries(&fixture("sqs-s3-notification.json"));
         batch.extend(deliveries(&fixture("sqs-eventbridge.json")));

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from conftest import REPO, upload_dir
+from conftest import REPO
 from rig import judge
 
 sys.path.insert(0, str(REPO / "localstack"))
@@ -35,7 +35,7 @@ def event_loop(moto_endpoint, tmp_path_factory):
         batching_window_seconds=0.5,
         max_concurrency=2,
         max_receive_count=3,
-        visibility_timeout_seconds=2,
+        visibility_timeout_seconds=60,
     )
     with EventLoop(settings) as loop:
         yield loop
@@ -47,6 +47,19 @@ def notification(bucket, key):
         "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
         "eventTime": "2026-11-30T10:00:00.000Z", "eventName": "ObjectCreated:Put",
         "s3": {"bucket": {"name": bucket}, "object": {"key": quote(key, safe=""), "size": 1}}}]})
+
+
+def list_objects(bucket, prefix):
+    return boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+
+
+def eventbridge_event(bucket, key):
+    """What the deployed stack delivers: an EventBridge "Object Created" event as SQS body."""
+    return json.dumps({"version": "0", "id": str(uuid.uuid4()), "detail-type": "Object Created",
+                       "source": "aws.s3", "account": "123456789012", "time": "2026-11-30T10:00:00Z",
+                       "region": "us-east-1", "resources": [f"arn:aws:s3:::{bucket}"],
+                       "detail": {"version": "0", "bucket": {"name": bucket}, "object": {"key": key, "size": 1},
+                                  "reason": "PutObject"}})
 
 
 def drained(loop):
@@ -65,11 +78,13 @@ def test_burst_with_duplicated_and_reordered_deliveries_converges(event_loop, de
                                        "v": pa.array([v] * 5, pa.int32())}),
                         mode="append" if v % 7 else "overwrite" if v else "append",
                         storage_options=delta_storage_options)
-    # Deliveries the real world produces too: every commit announced again, newest first.
+    # Deliveries the real world produces too: every commit announced again, newest first,
+    # half of them in the deployed stack's EventBridge shape.
     sqs = boto3.client("sqs")
     for v in reversed(range(commits)):
         key = f"{root}/_delta_log/{v:020}.json"
-        sqs.send_message(QueueUrl=event_loop.queue_url, MessageBody=notification(s.bucket, key))
+        body = eventbridge_event(s.bucket, key) if v % 2 else notification(s.bucket, key)
+        sqs.send_message(QueueUrl=event_loop.queue_url, MessageBody=body)
 
     wait_until(lambda: glue_delta_version(s.glue_database, "orders") == commits - 1 and drained(event_loop),
                CONVERGE_TIMEOUT_S, f"the mirror to reach Delta version {commits - 1} and the queue to drain")
@@ -91,11 +106,24 @@ def test_burst_with_duplicated_and_reordered_deliveries_converges(event_loop, de
     assert event_loop.queue_depths() == (0, 0), "nothing was parked"
 
 
-def test_a_table_that_can_never_mirror_is_parked_once_not_looped(event_loop, delta_tables_dir):
+FUTURE_PROTOCOL = [
+    {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                  "readerFeatures": ["featureFromTheFuture"], "writerFeatures": ["featureFromTheFuture"]}},
+    {"metaData": {"id": "f", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                  "configuration": {}, "schemaString": json.dumps({"type": "struct", "fields": [
+                      {"name": "id", "type": "long", "nullable": True, "metadata": {}}]})}},
+]
+
+
+def test_a_table_that_can_never_mirror_is_parked_once_not_looped(event_loop):
     s = event_loop.settings
-    keys = upload_dir(delta_tables_dir / "dv-partitioned-with-checkpoint", s.bucket, "poison/dv")
-    commit_keys = [k for k in keys if k.endswith(".json") and "/_delta_log/" in k
-                   and k.rsplit("/", 1)[1].split(".")[0].isdigit() and k.count(".") == 1]
+    s3 = boto3.client("s3")
+    commit_keys = []
+    for v in range(3):
+        key = f"poison/future/_delta_log/{v:020}.json"
+        actions = [{"commitInfo": {"timestamp": 1764500000000 + v}}] + (FUTURE_PROTOCOL if v == 0 else [])
+        s3.put_object(Bucket=s.bucket, Key=key, Body="\n".join(json.dumps(a) for a in actions).encode())
+        commit_keys.append(key)
 
     wait_until(lambda: drained(event_loop) and event_loop.queue_depths()[1] >= len(commit_keys),
                CONVERGE_TIMEOUT_S, "the poison table's events to reach the dead-letter queue")
@@ -111,7 +139,8 @@ def test_a_table_that_can_never_mirror_is_parked_once_not_looped(event_loop, del
     assert len(parked) == len(commit_keys), "each announcement parked exactly once"
     for m in parked:
         attributes = m["MessageAttributes"]
-        assert "deletionVectors" in attributes["lakemirror-error"]["StringValue"]
-        assert attributes["lakemirror-table"]["StringValue"] == f"s3://{s.bucket}/poison/dv"
+        assert "featureFromTheFuture" in attributes["lakemirror-error"]["StringValue"]
+        assert attributes["lakemirror-table"]["StringValue"] == f"s3://{s.bucket}/poison/future"
         assert m["Attributes"]["ApproximateReceiveCount"] == "1", "parked by the function, not by redrive"
-    assert glue_delta_version(s.glue_database, "dv") is None, "nothing half-written"
+    assert glue_delta_version(s.glue_database, "future") is None, "nothing half-written"
+    assert not list_objects(s.bucket, "poison/future/_lakemirror/"), "nothing written at all"

@@ -30,11 +30,23 @@ def test_table_properties_name_the_glue_table_and_a_change_moves_the_mirror(
     assert (first.json["database"], first.json["table"]) == (glue_database, "orders_mirror")
     assert [t[1] for t in judge.glue_catalog().list_tables(glue_database)] == ["orders_mirror"]
 
-    # An incremental commit keeps the remembered target (no checkpoint read needed).
+    # An incremental commit keeps the remembered properties: the checkpoint, where the
+    # properties now live, is never read (it is made unreadable to prove it).
+    DeltaTable(uri, storage_options=delta_storage_options).create_checkpoint()
     write_deltalake(uri, rows(2, 3), mode="append", storage_options=delta_storage_options)
+    s3 = boto3.client("s3")
+    bucket_name, prefix = uri.removeprefix("s3://").split("/", 1)
+    checkpoints = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket_name, Prefix=f"{prefix}/_delta_log/")["Contents"]
+                   if o["Key"].endswith(".checkpoint.parquet")]
+    assert checkpoints
+    saved = {key: s3.get_object(Bucket=bucket_name, Key=key)["Body"].read() for key in checkpoints}
+    for key in checkpoints:
+        s3.put_object(Bucket=bucket_name, Key=key, Body=b"not parquet")
     second = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
     assert second.json["table"] == "orders_mirror"
     assert second.json["snapshots_committed"] == 1
+    for key, body in saved.items():
+        s3.put_object(Bucket=bucket_name, Key=key, Body=body)
 
     # The table asks to live elsewhere: the next sync mirrors it there, complete.
     set_properties(uri, delta_storage_options, {"lakemirror.glue.database": other, "lakemirror.glue.table": "orders"})
@@ -43,6 +55,14 @@ def test_table_properties_name_the_glue_table_and_a_change_moves_the_mirror(
     assert "old Glue table is left" in moved.stderr
     judge.assert_same_rows(judge.delta_rows(uri, delta_storage_options),
                            judge.iceberg_rows_pyiceberg(other, "orders"))
+
+    # Remembered are the properties, not the target: the defaults still count where the
+    # properties are silent.
+    plain = f"s3://{bucket}/lake/plain"
+    write_deltalake(plain, rows(1), storage_options=delta_storage_options)
+    lakemirror("glue-sync", "--table-uri", plain, "--glue-database", glue_database)
+    elsewhere = lakemirror("glue-sync", "--table-uri", plain, "--glue-database", other)
+    assert (elsewhere.json["database"], elsewhere.json["table"]) == (other, "plain")
 
     # An explicit --glue-table is used as given, whatever the properties say.
     explicit = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database,

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Prints the path of the Python venv with the test rig's pinned packages, creating it first
-# when needed. It lives outside the clone (keyed by the requirements' hash) so CI and later
-# runs reuse it.
+# Prints the path of a Python venv with pinned packages, creating it first when needed.
+#   tests/rig/venv.sh                          the test rig (tests/requirements.txt)
+#   tests/rig/venv.sh tests/sam-requirements.txt   the deployment tools (SAM CLI, cargo lambda)
+# Venvs live outside the clone, keyed by the requirements' hash, so CI and later runs reuse them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+requirements="${1:-$here/requirements.txt}"
 cache="${LAKEMIRROR_CACHE:-$HOME/.cache/lakemirror}"
-venv="$cache/venv-$(sha256sum "$here/requirements.txt" | cut -c1-12)"
-if [ ! -x "$venv/bin/pytest" ]; then
-  echo "creating Python venv $venv (moto, pyiceberg, deltalake, duckdb)" >&2
+name="$(basename "$requirements" .txt)"
+venv="$cache/venv-$([ "$name" = requirements ] || echo "$name-")$(sha256sum "$requirements" | cut -c1-12)"
+if [ ! -f "$venv/.complete" ]; then
+  echo "creating Python venv $venv from $requirements" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" >&2
+  touch "$venv/.complete"
 fi
 echo "$venv"

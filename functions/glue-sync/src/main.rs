@@ -18,7 +18,8 @@ async fn main() -> Result<(), Error> {
     let function = GlueSyncFunction::from_config(GlueSyncConfig::from_env()?).await;
     run(service_fn(|event: LambdaEvent<Value>| {
         let function = &function;
-        async move { Ok::<Value, Error>(function.handle(&event.payload).await?) }
+        let deadline = event.context.deadline();
+        async move { Ok::<Value, Error>(function.handle(&event.payload, Some(deadline)).await?) }
     }))
     .await
 }
