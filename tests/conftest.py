@@ -180,3 +180,23 @@ def lakemirror(lakemirror_bin, moto_endpoint):
         return result
 
     return run
+
+
+def put_future_protocol_table(bucket: str, prefix: str, versions: int = 1) -> list[str]:
+    """A Delta log whose protocol needs a reader feature no one knows: a table that can never
+    be mirrored. Returns the commit keys."""
+    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
+    first = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                      "readerFeatures": ["featureFromTheFuture"], "writerFeatures": ["featureFromTheFuture"]}},
+        {"metaData": {"id": "f", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                      "configuration": {}, "schemaString": schema}},
+    ]
+    client = boto3.client("s3")
+    keys = []
+    for v in range(versions):
+        key = f"{prefix}/_delta_log/{v:020}.json"
+        actions = [{"commitInfo": {"timestamp": 1764500000000 + v}}] + (first if v == 0 else [])
+        client.put_object(Bucket=bucket, Key=key, Body="\n".join(json.dumps(a) for a in actions).encode())
+        keys.append(key)
+    return keys

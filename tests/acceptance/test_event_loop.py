@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from conftest import REPO
+from conftest import REPO, put_future_protocol_table
 from rig import judge
 
 sys.path.insert(0, str(REPO / "localstack"))
@@ -106,24 +106,9 @@ def test_burst_with_duplicated_and_reordered_deliveries_converges(event_loop, de
     assert event_loop.queue_depths() == (0, 0), "nothing was parked"
 
 
-FUTURE_PROTOCOL = [
-    {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                  "readerFeatures": ["featureFromTheFuture"], "writerFeatures": ["featureFromTheFuture"]}},
-    {"metaData": {"id": "f", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
-                  "configuration": {}, "schemaString": json.dumps({"type": "struct", "fields": [
-                      {"name": "id", "type": "long", "nullable": True, "metadata": {}}]})}},
-]
-
-
 def test_a_table_that_can_never_mirror_is_parked_once_not_looped(event_loop):
     s = event_loop.settings
-    s3 = boto3.client("s3")
-    commit_keys = []
-    for v in range(3):
-        key = f"poison/future/_delta_log/{v:020}.json"
-        actions = [{"commitInfo": {"timestamp": 1764500000000 + v}}] + (FUTURE_PROTOCOL if v == 0 else [])
-        s3.put_object(Bucket=s.bucket, Key=key, Body="\n".join(json.dumps(a) for a in actions).encode())
-        commit_keys.append(key)
+    commit_keys = put_future_protocol_table(s.bucket, "poison/future", versions=3)
 
     wait_until(lambda: drained(event_loop) and event_loop.queue_depths()[1] >= len(commit_keys),
                CONVERGE_TIMEOUT_S, "the poison table's events to reach the dead-letter queue")

@@ -17,7 +17,6 @@ from rig import judge
 
 REFUSED = {
     "v2-checkpoint-parquet": "v2Checkpoint",
-    "dv-partitioned-with-checkpoint": "deletionVectors",
     "table-with-columnmapping-mode-name": "columnMapping",
     "table-with-columnmapping-mode-id": "columnMapping",
     "type-widening": "typeWidening",

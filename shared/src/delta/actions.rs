@@ -31,7 +31,8 @@ pub struct Add {
     pub data_change: bool,
     /// JSON string with `numRecords`, `minValues`, ...; may be absent.
     pub stats: Option<String>,
-    pub deletion_vector: Option<serde_json::Value>,
+    /// Rows of this file that are deleted, when the table uses deletion vectors.
+    pub deletion_vector: Option<super::deletion_vector::DeletionVector>,
 }
 
 /// A data file that leaves the table.
@@ -156,7 +157,8 @@ pub fn num_records(stats: Option<&str>) -> Option<u64> {
 }
 
 /// Reader features lakemirror can mirror today. Anything else stops the sync.
-const SUPPORTED_READER_FEATURES: &[&str] = &["timestampNtz", "vacuumProtocolCheck"];
+const SUPPORTED_READER_FEATURES: &[&str] =
+    &["timestampNtz", "vacuumProtocolCheck", "deletionVectors"];
 
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.
 pub fn unsupported_feature(protocol: &Protocol, metadata: Option<&Metadata>) -> Option<String> {
@@ -233,8 +235,9 @@ mod tests {
         assert_eq!(unsupported_feature(&p(1, &[]), None), None);
         assert_eq!(unsupported_feature(&p(3, &["timestampNtz"]), None), None);
         assert_eq!(
-            unsupported_feature(&p(3, &["timestampNtz", "deletionVectors"]), None).as_deref(),
-            Some("deletionVectors")
+            unsupported_feature(&p(3, &["deletionVectors", "featureFromTheFuture"]), None)
+                .as_deref(),
+            Some("featureFromTheFuture")
         );
         assert!(
             unsupported_feature(&p(2, &[]), None)

@@ -1,6 +1,7 @@
 //! Reading the Delta transaction log: actions, schema, replay, and the log files on storage.
 
 pub mod actions;
+pub mod deletion_vector;
 pub mod log;
 pub mod replay;
 pub mod schema;

@@ -6,6 +6,7 @@ use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 use super::partition::partition_literal;
 use super::schema::iceberg_schema;
 use crate::delta::actions::{Add, Metadata, Protocol, num_records, unsupported_feature};
+use crate::delta::deletion_vector::DeletionVector;
 use crate::delta::replay::decode_path;
 use crate::delta::schema::parse_schema;
 use crate::delta::{DeltaCommit, DeltaSnapshot};
@@ -33,6 +34,8 @@ pub struct PlannedFile {
     pub size: u64,
     /// From `add.stats.numRecords`; None means the Parquet footer must be read.
     pub record_count: Option<u64>,
+    /// Rows Delta deleted from this file; they become an Iceberg position-delete file.
+    pub deletion_vector: Option<DeletionVector>,
 }
 
 /// One Iceberg snapshot to write, for one Delta version.
@@ -62,12 +65,7 @@ pub fn plan_full(
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
-    check_features(
-        table,
-        protocol,
-        Some(metadata),
-        snapshot.active.files.values(),
-    )?;
+    check_features(table, protocol, Some(metadata))?;
     let (schema, changed) = next_schema(table, current, metadata)?;
     let added = snapshot
         .active
@@ -110,7 +108,6 @@ pub fn plan_commits(
             table,
             commit.protocol.as_ref().unwrap_or(&default_protocol),
             commit.metadata.as_ref(),
-            commit.adds.iter(),
         )?;
         let mut new_schema = None;
         if let Some(metadata) = &commit.metadata {
@@ -159,17 +156,8 @@ pub fn plan_commits(
     Ok(plans)
 }
 
-fn check_features<'a>(
-    table: &str,
-    protocol: &Protocol,
-    metadata: Option<&Metadata>,
-    mut adds: impl Iterator<Item = &'a Add>,
-) -> Result<()> {
-    let feature = unsupported_feature(protocol, metadata).or_else(|| {
-        adds.any(|a| a.deletion_vector.is_some())
-            .then(|| "deletionVectors".to_string())
-    });
-    match feature {
+fn check_features(table: &str, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {
+    match unsupported_feature(protocol, metadata) {
         Some(feature) => Err(Error::UnsupportedFeature {
             table: table.to_string(),
             feature,
@@ -227,6 +215,7 @@ fn planned_file(
         size: u64::try_from(add.size)
             .map_err(|_| Error::malformed(root_uri, format!("{}: negative size", add.path)))?,
         record_count: num_records(add.stats.as_deref()),
+        deletion_vector: add.deletion_vector.clone(),
     })
 }
 
@@ -442,20 +431,38 @@ mod tests {
     }
 
     #[test]
+    fn a_deletion_vector_travels_with_its_file() {
+        let view = view_after_create();
+        let dv = r#"{"storageType":"u","pathOrInlineDv":"0X9F0q2<2yJ-f)Gm2!e0","offset":1,"sizeInBytes":34,"cardinality":1}"#;
+        let lines = [
+            protocol(3, r#""deletionVectors""#),
+            remove("p=2024-01-01/f.parquet", true),
+            format!(
+                r#"{{"add":{{"path":"p=2024-01-01/f.parquet","partitionValues":{{"p":"2024-01-01"}},"size":10,"modificationTime":1,"dataChange":true,"deletionVector":{dv}}}}}"#
+            ),
+        ];
+        let plans = plan_commits(ROOT, &view, &[commit(1, &lines)]).unwrap();
+        let added = &plans[0].added[0];
+        assert_eq!(
+            added.deletion_vector.as_ref().map(|d| d.cardinality),
+            Some(1)
+        );
+        assert_eq!(plans[0].removed, vec![added.location.clone()]);
+    }
+
+    #[test]
     fn unsupported_features_are_refused_naming_the_feature() {
         let view = view_after_create();
         let err = plan_commits(
             ROOT,
             &view,
-            &[commit(1, &[protocol(3, r#""deletionVectors""#)])],
+            &[commit(1, &[protocol(3, r#""featureFromTheFuture""#)])],
         )
         .unwrap_err();
         assert!(
-            matches!(&err, Error::UnsupportedFeature { feature, .. } if feature == "deletionVectors"),
+            matches!(&err, Error::UnsupportedFeature { feature, .. } if feature == "featureFromTheFuture"),
             "{err}"
         );
-        let dv_add = r#"{"add":{"path":"a","partitionValues":{"p":null},"size":1,"modificationTime":1,"dataChange":true,"deletionVector":{"storageType":"u"}}}"#;
-        assert!(plan_commits(ROOT, &view, &[commit(1, &[dv_add.to_string()])]).is_err());
         let snapshot = snapshot_of(&[commit(
             0,
             &[protocol(3, r#""columnMapping""#), metadata(SCHEMA)],

@@ -12,13 +12,16 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, MAIN_BRANCH,
-    ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef, SchemaRef, Snapshot,
-    SortOrder, Summary, TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
+    ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
+    PrimitiveLiteral, SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder,
+    Transform, UnboundPartitionSpec,
 };
+use roaring::RoaringTreemap;
 
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
 use super::schema::name_mapping;
+use crate::delta::deletion_vector::{DeletionVector, DvSource, parse_bitmap, parse_stored};
 use crate::error::{Error, Result};
 use crate::storage::TableStorage;
 
@@ -31,6 +34,9 @@ pub const DELTA_VERSION: &str = "delta.version";
 pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
 /// Table property naming the Delta table that is mirrored.
 pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+/// Reserved Iceberg field IDs of a position-delete file's columns.
+const DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
+const DELETE_POS_ID: i32 = 2_147_483_545;
 
 /// An Iceberg table as last committed.
 #[derive(Debug, Clone)]
@@ -107,7 +113,8 @@ struct LiveFile {
     file_sequence_number: i64,
 }
 
-/// The new content of one bucket manifest.
+/// The new content of one bucket manifest (data files, or the delete files that apply to
+/// the data files of the same bucket).
 struct BucketChange {
     /// Live files that stay (EXISTING entries).
     kept: Vec<LiveFile>,
@@ -115,6 +122,23 @@ struct BucketChange {
     deleted: Vec<LiveFile>,
     /// Files this snapshot adds (ADDED entries).
     added: Vec<DataFile>,
+}
+
+/// Data manifests and delete manifests are bucketed alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Content {
+    Data,
+    Deletes,
+}
+
+impl Content {
+    /// The marker in a manifest's file name: `...-b<bucket>.avro` or `...-d<bucket>.avro`.
+    fn marker(self) -> &'static str {
+        match self {
+            Content::Data => "-b",
+            Content::Deletes => "-d",
+        }
+    }
 }
 
 /// Writes Iceberg metadata for a Delta table.
@@ -206,6 +230,136 @@ impl MetadataWriter {
     }
 }
 
+impl MetadataWriter {
+    /// Writes the rows `file`'s deletion vector deletes as an Iceberg position-delete file
+    /// (under the metadata folder, which Delta VACUUM leaves alone). None for an empty vector.
+    async fn write_position_deletes(
+        &self,
+        file: &PlannedFile,
+        dv: &DeletionVector,
+        spec_id: i32,
+    ) -> Result<Option<DataFile>> {
+        let positions = self.read_deletion_vector(&file.location, dv).await?;
+        let count = positions.len();
+        if i64::try_from(count).ok() != Some(dv.cardinality) {
+            return Err(Error::malformed(
+                self.data_store.root_uri(),
+                format!(
+                    "the deletion vector of {} holds {count} rows, the log says {}",
+                    file.location, dv.cardinality
+                ),
+            ));
+        }
+        if count == 0 {
+            return Ok(None);
+        }
+        let bytes = position_delete_parquet(&file.location, &positions)?;
+        let location = self
+            .metadata_store
+            .location(&format!("deletes/{}.parquet", uuid::Uuid::new_v4()));
+        let size = bytes.len() as u64;
+        self.metadata_store.put(&location, bytes.into()).await?;
+        // Equal file_path bounds tell readers the one data file these deletes apply to.
+        let bound = Datum::string(&file.location);
+        DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(location.clone())
+            .file_format(DataFileFormat::Parquet)
+            .partition(file.partition.clone())
+            .partition_spec_id(spec_id)
+            .record_count(count)
+            .file_size_in_bytes(size)
+            .lower_bounds(HashMap::from([(DELETE_FILE_PATH_ID, bound.clone())]))
+            .upper_bounds(HashMap::from([(DELETE_FILE_PATH_ID, bound)]))
+            .referenced_data_file(Some(file.location.clone()))
+            .build()
+            .map(Some)
+            .map_err(|e| Error::InvalidInput(format!("{location}: {e}")))
+    }
+
+    async fn read_deletion_vector(
+        &self,
+        data_location: &str,
+        dv: &DeletionVector,
+    ) -> Result<RoaringTreemap> {
+        let bad = |e: String| {
+            Error::malformed(
+                self.data_store.root_uri(),
+                format!("deletion vector of {data_location}: {e}"),
+            )
+        };
+        match dv.source().map_err(bad)? {
+            DvSource::Inline(bytes) => parse_bitmap(&bytes).map_err(bad),
+            DvSource::File {
+                path,
+                relative,
+                offset,
+            } => {
+                let location = if relative {
+                    self.data_store.location(&path)
+                } else {
+                    path
+                };
+                if !self.data_store.holds(&location) {
+                    return Err(bad(format!("{location} is outside the table's storage")));
+                }
+                let block = self
+                    .data_store
+                    .get_range(&location, offset..offset + dv.stored_len())
+                    .await?;
+                parse_stored(&block, dv.size_in_bytes).map_err(bad)
+            }
+        }
+    }
+}
+
+/// A position-delete Parquet file: `file_path`, `pos` (ascending), with Iceberg's reserved
+/// field IDs.
+fn position_delete_parquet(data_location: &str, positions: &RoaringTreemap) -> Result<Vec<u8>> {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+
+    let field = |name: &str, ty: DataType, id: i32| {
+        Field::new(name, ty, false).with_metadata(HashMap::from([(
+            parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]))
+    };
+    let schema = Arc::new(ArrowSchema::new(vec![
+        field("file_path", DataType::Utf8, DELETE_FILE_PATH_ID),
+        field("pos", DataType::Int64, DELETE_POS_ID),
+    ]));
+    let positions: Vec<i64> = positions
+        .iter()
+        .map(|p| i64::try_from(p).unwrap_or(i64::MAX))
+        .collect();
+    let mut out = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut out, schema.clone(), None)?;
+    for chunk in positions.chunks(1 << 16) {
+        let paths: ArrayRef = Arc::new(StringArray::from(vec![data_location; chunk.len()]));
+        let pos: ArrayRef = Arc::new(Int64Array::from(chunk.to_vec()));
+        let batch = RecordBatch::try_new(schema.clone(), vec![paths, pos])
+            .map_err(|e| Error::InvalidInput(format!("position deletes: {e}")))?;
+        writer.write(&batch)?;
+    }
+    writer.close()?;
+    Ok(out)
+}
+
+/// The data file a position-delete file applies to (its equal `file_path` bounds).
+fn referenced_data_file(delete_file: &DataFile) -> Option<String> {
+    delete_file.referenced_data_file().or_else(|| {
+        match delete_file
+            .lower_bounds()
+            .get(&DELETE_FILE_PATH_ID)?
+            .literal()
+        {
+            PrimitiveLiteral::String(path) => Some(path.clone()),
+            _ => None,
+        }
+    })
+}
+
 /// `num_rows` from a Parquet file's footer: two ranged reads.
 async fn footer_record_count(store: &TableStorage, location: &str, size: u64) -> Result<u64> {
     if size < 12 {
@@ -243,9 +397,10 @@ fn buckets_for(files: usize) -> u32 {
     u32::try_from(wanted.next_power_of_two()).unwrap_or(u32::MAX)
 }
 
-/// The bucket a manifest holds, from its file name `...-b<bucket>.avro`.
-fn bucket_of_manifest(path: &str) -> Option<u32> {
-    path.rsplit_once("-b")?
+/// The bucket a manifest holds, from its file name `...-b<bucket>.avro` (data) or
+/// `...-d<bucket>.avro` (deletes).
+fn bucket_of_manifest(path: &str, content: Content) -> Option<u32> {
+    path.rsplit_once(content.marker())?
         .1
         .strip_suffix(".avro")?
         .parse()
@@ -264,11 +419,13 @@ struct TableState {
     parent_snapshot_id: Option<i64>,
     bucket_count: u32,
     /// The manifest of each non-empty bucket in the newest snapshot.
-    manifests: BTreeMap<u32, ManifestFile>,
+    manifests: BTreeMap<(Content, u32), ManifestFile>,
     /// Live files of buckets read or written in this run.
-    loaded: HashMap<u32, Vec<LiveFile>>,
+    loaded: HashMap<(Content, u32), Vec<LiveFile>>,
     total_files: u64,
     total_records: u64,
+    total_delete_files: u64,
+    total_position_deletes: u64,
 }
 
 impl TableState {
@@ -316,6 +473,8 @@ impl TableState {
             loaded: HashMap::new(),
             total_files: 0,
             total_records: 0,
+            total_delete_files: 0,
+            total_position_deletes: 0,
             builder: Some(TableMetadataBuilder::new_from_metadata(created, None)),
         })
     }
@@ -328,33 +487,43 @@ impl TableState {
             .get(BUCKETS_PROPERTY)
             .and_then(|b| b.parse().ok())
             .unwrap_or(1u32);
-        let (mut total_files, mut total_records) = (0, 0);
+        let mut totals = [0u64; 4];
         if let Some(snapshot) = m.current_snapshot() {
             let list_location = snapshot.manifest_list();
             let (bytes, _) = writer.metadata_store.get(list_location).await?;
             let list = iceberg::spec::ManifestList::parse_with_version(&bytes, m.format_version())?;
             for manifest in list.consume_entries() {
-                match bucket_of_manifest(&manifest.manifest_path) {
+                let content = match manifest.content {
+                    ManifestContentType::Deletes => Content::Deletes,
+                    ManifestContentType::Data => Content::Data,
+                };
+                match bucket_of_manifest(&manifest.manifest_path, content) {
                     Some(bucket) if bucket < bucket_count => {
-                        manifests.insert(bucket, manifest);
+                        manifests.insert((content, bucket), manifest);
                     }
                     // Not our layout (another writer touched the table): one rebuild fixes it.
                     _ => {
                         bucket_count = 0;
-                        manifests.insert(u32::MAX - manifests.len() as u32, manifest);
+                        manifests.insert((content, u32::MAX - manifests.len() as u32), manifest);
                     }
                 }
             }
             let summary = &snapshot.summary().additional_properties;
-            total_files = summary
-                .get("total-data-files")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            total_records = summary
-                .get("total-records")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
+            for (total, key) in totals.iter_mut().zip([
+                "total-data-files",
+                "total-records",
+                "total-delete-files",
+                "total-position-deletes",
+            ]) {
+                *total = summary.get(key).and_then(|v| v.parse().ok()).unwrap_or(0);
+            }
         }
+        let [
+            total_files,
+            total_records,
+            total_delete_files,
+            total_position_deletes,
+        ] = totals;
         let mut state = Self {
             builder: Some(TableMetadataBuilder::new_from_metadata(
                 m.clone(),
@@ -371,6 +540,8 @@ impl TableState {
             loaded: HashMap::new(),
             total_files,
             total_records,
+            total_delete_files,
+            total_position_deletes,
         };
         if bucket_count == 0 {
             state.rebucket(writer, None).await?;
@@ -382,7 +553,7 @@ impl TableState {
     async fn bucket_files(
         &mut self,
         writer: &MetadataWriter,
-        bucket: u32,
+        bucket: (Content, u32),
     ) -> Result<&mut Vec<LiveFile>> {
         if !self.loaded.contains_key(&bucket) {
             let files = match self.manifests.get(&bucket) {
@@ -393,26 +564,35 @@ impl TableState {
         }
         self.loaded
             .get_mut(&bucket)
-            .ok_or_else(|| Error::CatalogState(format!("bucket {bucket} vanished")))
+            .ok_or_else(|| Error::CatalogState(format!("bucket {bucket:?} vanished")))
     }
 
     /// Redistributes every live file over `buckets_for(total)` buckets (or `count`).
+    /// A delete file goes to the bucket of the data file it applies to.
     async fn rebucket(&mut self, writer: &MetadataWriter, count: Option<u32>) -> Result<()> {
         let mut all = Vec::new();
-        let keys: Vec<u32> = self.manifests.keys().copied().collect();
+        let keys: Vec<(Content, u32)> = self.manifests.keys().copied().collect();
         for key in keys {
-            all.append(self.bucket_files(writer, key).await?);
+            let files = std::mem::take(self.bucket_files(writer, key).await?);
+            all.extend(files.into_iter().map(|f| (key.0, f)));
         }
-        let count = count.unwrap_or_else(|| buckets_for(all.len()));
+        let data_files = all.iter().filter(|(c, _)| *c == Content::Data).count();
+        let count = count.unwrap_or_else(|| buckets_for(data_files));
         self.bucket_count = count;
         self.loaded.clear();
-        for file in all {
-            let bucket = bucket_of(file.data_file.file_path(), count);
-            self.loaded.entry(bucket).or_default().push(file);
+        for (content, file) in all {
+            let owner = match content {
+                Content::Data => Some(file.data_file.file_path().to_string()),
+                Content::Deletes => referenced_data_file(&file.data_file),
+            };
+            let owner = owner.unwrap_or_else(|| file.data_file.file_path().to_string());
+            let bucket = bucket_of(&owner, count);
+            self.loaded.entry((content, bucket)).or_default().push(file);
         }
         // Every bucket is rewritten by the next snapshot.
         for bucket in 0..count {
-            self.loaded.entry(bucket).or_default();
+            self.loaded.entry((Content::Data, bucket)).or_default();
+            self.loaded.entry((Content::Deletes, bucket)).or_default();
         }
         self.manifests.clear();
         Ok(())
@@ -432,18 +612,28 @@ impl TableState {
         let sequence_number = self.last_sequence_number + 1;
         let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
 
-        let mut rewritten: BTreeMap<u32, BucketChange> = BTreeMap::new();
+        let mut rewritten: BTreeMap<(Content, u32), BucketChange> = BTreeMap::new();
         // Files and records leaving: the whole previous snapshot when it is replaced, else
         // the entries deleted from the buckets below.
         let (mut removed_files, mut removed_records) = (0u64, 0u64);
         let mut deleted_counts = (0u64, 0u64);
+        let (mut removed_delete_files, mut removed_position_deletes) = (0u64, 0u64);
         if plan.replace_all {
             let count = buckets_for(plan.added.len());
             self.bucket_count = count;
             self.manifests.clear();
-            self.loaded = (0..count).map(|b| (b, Vec::new())).collect();
+            self.loaded = (0..count)
+                .flat_map(|b| {
+                    [
+                        ((Content::Data, b), Vec::new()),
+                        ((Content::Deletes, b), Vec::new()),
+                    ]
+                })
+                .collect();
             removed_files = std::mem::take(&mut self.total_files);
             removed_records = std::mem::take(&mut self.total_records);
+            removed_delete_files = std::mem::take(&mut self.total_delete_files);
+            removed_position_deletes = std::mem::take(&mut self.total_position_deletes);
         } else if self.total_files as usize + plan.added.len()
             > self.bucket_count as usize * FILES_PER_BUCKET * 2
         {
@@ -461,51 +651,75 @@ impl TableState {
                 .0
                 .push(location.clone());
         }
+        let mut new_deletes: BTreeMap<u32, Vec<DataFile>> = BTreeMap::new();
         for file in &plan.added {
+            let bucket = bucket_of(&file.location, count);
             let data_file = data_file(file, self.spec.spec_id())?;
-            touched
-                .entry(bucket_of(&file.location, count))
-                .or_default()
-                .1
-                .push(data_file);
+            touched.entry(bucket).or_default().1.push(data_file);
+            if let Some(dv) = &file.deletion_vector
+                && let Some(deletes) = writer
+                    .write_position_deletes(file, dv, self.spec.spec_id())
+                    .await?
+            {
+                new_deletes.entry(bucket).or_default().push(deletes);
+            }
         }
         // Buckets loaded by a rebucket must all be rewritten.
         let pending: Vec<u32> = self
             .loaded
             .keys()
             .filter(|b| !self.manifests.contains_key(b))
-            .copied()
+            .map(|(_, b)| *b)
             .collect();
         for bucket in pending {
             touched.entry(bucket).or_default();
         }
+        let (mut added_delete_files, mut added_position_deletes) = (0u64, 0u64);
         for (bucket, (removes, adds)) in touched {
             // A file re-added with the same path replaces the old entry: never twice.
             let leaving: HashSet<String> = removes
                 .into_iter()
                 .chain(adds.iter().map(|a| a.file_path().to_string()))
                 .collect();
-            let files = self.bucket_files(writer, bucket).await?;
-            let mut kept = Vec::with_capacity(files.len());
-            let mut deleted = Vec::new();
-            for live in files.drain(..) {
-                if leaving.contains(live.data_file.file_path()) {
-                    deleted.push(live);
-                } else {
-                    kept.push(live);
-                }
-            }
+            let files = self.bucket_files(writer, (Content::Data, bucket)).await?;
+            let (deleted, kept): (Vec<LiveFile>, Vec<LiveFile>) = files
+                .drain(..)
+                .partition(|live| leaving.contains(live.data_file.file_path()));
             deleted_counts.0 += deleted.len() as u64;
             deleted_counts.1 += deleted
                 .iter()
                 .map(|d| d.data_file.record_count())
                 .sum::<u64>();
             rewritten.insert(
-                bucket,
+                (Content::Data, bucket),
                 BucketChange {
                     kept,
                     deleted,
                     added: adds,
+                },
+            );
+            // The deletes of a leaving (or re-added) data file leave with it.
+            let deletes = self
+                .bucket_files(writer, (Content::Deletes, bucket))
+                .await?;
+            let (deleted, kept): (Vec<LiveFile>, Vec<LiveFile>) =
+                deletes.drain(..).partition(|live| {
+                    referenced_data_file(&live.data_file).is_some_and(|p| leaving.contains(&p))
+                });
+            let added = new_deletes.remove(&bucket).unwrap_or_default();
+            removed_delete_files += deleted.len() as u64;
+            removed_position_deletes += deleted
+                .iter()
+                .map(|d| d.data_file.record_count())
+                .sum::<u64>();
+            added_delete_files += added.len() as u64;
+            added_position_deletes += added.iter().map(DataFile::record_count).sum::<u64>();
+            rewritten.insert(
+                (Content::Deletes, bucket),
+                BucketChange {
+                    kept,
+                    deleted,
+                    added,
                 },
             );
         }
@@ -513,7 +727,7 @@ impl TableState {
         // Write the changed bucket manifests.
         let mut new_manifests = Vec::new();
         for (
-            bucket,
+            key,
             BucketChange {
                 kept,
                 deleted,
@@ -521,21 +735,30 @@ impl TableState {
             },
         ) in rewritten
         {
+            let (content, bucket) = key;
             if kept.is_empty() && adds.is_empty() {
-                self.manifests.remove(&bucket);
-                self.loaded.insert(bucket, kept);
+                // Nothing live: the bucket leaves the manifest list (a deletes bucket that
+                // never held anything writes nothing).
+                self.manifests.remove(&key);
+                self.loaded.insert(key, kept);
                 continue;
             }
-            let location =
-                writer.metadata_location(&format!("{}-b{bucket}.avro", uuid::Uuid::new_v4()));
+            let location = writer.metadata_location(&format!(
+                "{}{}{bucket}.avro",
+                uuid::Uuid::new_v4(),
+                content.marker()
+            ));
             let output = writer.staging.new_output(&location)?;
-            let mut manifest = ManifestWriterBuilder::new(
+            let builder = ManifestWriterBuilder::new(
                 output,
                 Some(snapshot_id),
                 self.schema.clone(),
                 self.spec.as_ref().clone(),
-            )
-            .build_v2_data();
+            );
+            let mut manifest = match content {
+                Content::Data => builder.build_v2_data(),
+                Content::Deletes => builder.build_v2_deletes(),
+            };
             for live in &kept {
                 manifest.add_existing_file(
                     live.data_file.clone(),
@@ -563,8 +786,8 @@ impl TableState {
             }
             let written = manifest.write_manifest_file().await?;
             writer.publish_from_staging(&location).await?;
-            self.manifests.insert(bucket, written.clone());
-            self.loaded.insert(bucket, next_live);
+            self.manifests.insert(key, written.clone());
+            self.loaded.insert(key, next_live);
             new_manifests.push(written);
         }
 
@@ -593,6 +816,10 @@ impl TableState {
         self.total_files =
             (self.total_files + plan.added.len() as u64).saturating_sub(deleted_counts.0);
         self.total_records = (self.total_records + added_records).saturating_sub(deleted_counts.1);
+        self.total_delete_files =
+            (self.total_delete_files + added_delete_files).saturating_sub(removed_delete_files);
+        self.total_position_deletes = (self.total_position_deletes + added_position_deletes)
+            .saturating_sub(removed_position_deletes);
         removed_files += deleted_counts.0;
         removed_records += deleted_counts.1;
         let timestamp_ms = chrono::Utc::now()
@@ -612,8 +839,30 @@ impl TableState {
                 ("deleted-records".to_string(), removed_records.to_string()),
                 ("total-data-files".to_string(), self.total_files.to_string()),
                 ("total-records".to_string(), self.total_records.to_string()),
-                ("total-delete-files".to_string(), "0".to_string()),
-                ("total-position-deletes".to_string(), "0".to_string()),
+                (
+                    "added-delete-files".to_string(),
+                    added_delete_files.to_string(),
+                ),
+                (
+                    "removed-delete-files".to_string(),
+                    removed_delete_files.to_string(),
+                ),
+                (
+                    "added-position-deletes".to_string(),
+                    added_position_deletes.to_string(),
+                ),
+                (
+                    "removed-position-deletes".to_string(),
+                    removed_position_deletes.to_string(),
+                ),
+                (
+                    "total-delete-files".to_string(),
+                    self.total_delete_files.to_string(),
+                ),
+                (
+                    "total-position-deletes".to_string(),
+                    self.total_position_deletes.to_string(),
+                ),
                 ("total-equality-deletes".to_string(), "0".to_string()),
                 (
                     "lakemirror.manifests-written".to_string(),
@@ -742,10 +991,23 @@ mod tests {
         assert_eq!(buckets_for(1001), 2);
         assert_eq!(buckets_for(100_000), 128);
         assert_eq!(
-            bucket_of_manifest("s3://b/t/_lakemirror/iceberg/metadata/0f-aa-b17.avro"),
+            bucket_of_manifest(
+                "s3://b/t/_lakemirror/iceberg/metadata/0f-aa-b17.avro",
+                Content::Data
+            ),
             Some(17)
         );
-        assert_eq!(bucket_of_manifest("s3://b/t/metadata/snap-1-x.avro"), None);
+        assert_eq!(
+            bucket_of_manifest(
+                "s3://b/t/_lakemirror/iceberg/metadata/0f-aa-d3.avro",
+                Content::Deletes
+            ),
+            Some(3)
+        );
+        assert_eq!(
+            bucket_of_manifest("s3://b/t/metadata/snap-1-x.avro", Content::Data),
+            None
+        );
     }
 
     #[test]
