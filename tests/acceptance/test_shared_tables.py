@@ -16,7 +16,6 @@ from conftest import REPO
 from rig import judge
 
 REFUSED = {
-    "v2-checkpoint-parquet": "v2Checkpoint",
     "table-with-columnmapping-mode-name": "columnMapping",
     "table-with-columnmapping-mode-id": "columnMapping",
     "type-widening": "typeWidening",

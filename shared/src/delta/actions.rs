@@ -16,6 +16,15 @@ pub struct ActionLine {
     pub meta_data: Option<Metadata>,
     pub protocol: Option<Protocol>,
     pub commit_info: Option<CommitInfo>,
+    /// In a v2 checkpoint: a file in `_delta_log/_sidecars/` holding more of its actions.
+    pub sidecar: Option<Sidecar>,
+}
+
+/// A v2 checkpoint's pointer to a sidecar file of add/remove actions.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Sidecar {
+    /// Relative to `_delta_log/_sidecars/`, or an absolute URI.
+    pub path: String,
 }
 
 /// A data file that becomes part of the table.
@@ -157,8 +166,12 @@ pub fn num_records(stats: Option<&str>) -> Option<u64> {
 }
 
 /// Reader features lakemirror can mirror today. Anything else stops the sync.
-const SUPPORTED_READER_FEATURES: &[&str] =
-    &["timestampNtz", "vacuumProtocolCheck", "deletionVectors"];
+const SUPPORTED_READER_FEATURES: &[&str] = &[
+    "timestampNtz",
+    "vacuumProtocolCheck",
+    "deletionVectors",
+    "v2Checkpoint",
+];
 
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.
 pub fn unsupported_feature(protocol: &Protocol, metadata: Option<&Metadata>) -> Option<String> {

@@ -210,9 +210,14 @@ impl DeltaLog {
         };
         let mut listed = self.list(hint.map(|v| v - 1)).await?;
         let has_base = |files: &[(LogFileKind, object_store::ObjectMeta)]| {
-            files
-                .iter()
-                .any(|(k, _)| matches!(k, LogFileKind::Checkpoint { .. } | LogFileKind::Commit(0)))
+            files.iter().any(|(k, _)| {
+                matches!(
+                    k,
+                    LogFileKind::Checkpoint { .. }
+                        | LogFileKind::V2Checkpoint(_)
+                        | LogFileKind::Commit(0)
+                )
+            })
         };
         if hint.is_some() && !has_base(&listed) {
             tracing::warn!(
@@ -278,7 +283,7 @@ impl DeltaLog {
             timestamp_ms = listed
                 .iter()
                 .find_map(|(k, m)| {
-                    matches!(k, LogFileKind::Checkpoint { version: cv, .. } if *cv == version)
+                    matches!(k, LogFileKind::Checkpoint { version: cv, .. } | LogFileKind::V2Checkpoint(cv) if *cv == version)
                         .then_some(m)
                 })
                 .map_or(0, |m| m.last_modified.timestamp_millis());
@@ -319,8 +324,29 @@ impl DeltaLog {
     ) -> Result<()> {
         let location = self.table.location_of_key(&meta.location);
         let (bytes, _) = self.table.get(&location).await?;
-        let lines = checkpoint_actions(bytes)
-            .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        let mut lines = if location.ends_with(".json") {
+            json_actions(&bytes)
+        } else {
+            checkpoint_actions(bytes)
+        }
+        .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        // A v2 checkpoint keeps its file actions in sidecars.
+        let sidecars: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.sidecar.as_ref().map(|s| s.path.clone()))
+            .collect();
+        for path in sidecars {
+            let sidecar = if path.contains("://") {
+                path
+            } else {
+                self.log_file(&format!("_sidecars/{path}"))
+            };
+            let (bytes, _) = self.table.get(&sidecar).await?;
+            lines.extend(
+                checkpoint_actions(bytes)
+                    .map_err(|e| self.malformed(format!("sidecar {sidecar}: {e}")))?,
+            );
+        }
         for line in lines {
             if let Some(add) = line.add {
                 active
@@ -346,25 +372,26 @@ fn newest_complete_checkpoint(
     let mut candidates: Vec<i64> = listed
         .iter()
         .filter_map(|(k, _)| match k {
-            LogFileKind::Checkpoint { version: v, .. } if *v <= version => Some(*v),
+            LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v)
+                if *v <= version =>
+            {
+                Some(*v)
+            }
             _ => None,
         })
         .collect();
     candidates.sort_unstable();
     candidates.dedup();
     candidates.into_iter().rev().find_map(|cv| {
-        let single: Vec<_> = listed
-            .iter()
-            .filter(|(k, _)| {
-                *k == LogFileKind::Checkpoint {
-                    version: cv,
-                    parts: None,
-                }
-            })
-            .map(|(_, m)| m.clone())
-            .collect();
-        if !single.is_empty() {
-            return Some((cv, single));
+        // One file holds the whole checkpoint: classic single-file, or v2 (UUID-named).
+        let single = listed.iter().find(|(k, _)| {
+            *k == LogFileKind::Checkpoint {
+                version: cv,
+                parts: None,
+            } || *k == LogFileKind::V2Checkpoint(cv)
+        });
+        if let Some((_, meta)) = single {
+            return Some((cv, vec![meta.clone()]));
         }
         // Multi-part: take the first `of` for which every part 1..=of is listed.
         let mut parts: Vec<(u32, u32, object_store::ObjectMeta)> = listed
@@ -392,7 +419,16 @@ fn newest_complete_checkpoint(
     })
 }
 
-/// Reads a classic checkpoint (Parquet) into action lines.
+/// Reads a JSON checkpoint (v2): one action per line, as in a commit.
+pub fn json_actions(bytes: &[u8]) -> Result<Vec<ActionLine>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// Reads a Parquet checkpoint (classic, v2 or sidecar) into action lines.
 pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
     let rows = reader.get_row_iter(None).map_err(|e| e.to_string())?;
@@ -457,6 +493,29 @@ fn field_to_json(field: &Field) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v2_json_checkpoint_lines_name_their_sidecars() {
+        let text = br#"{"checkpointMetadata":{"version":2}}
+{"sidecar":{"path":"00000000000000000002.checkpoint.0000000001.0000000002.055454d8.parquet","sizeInBytes":9268,"modificationTime":1}}
+{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"]}}
+"#;
+        let lines = json_actions(text).unwrap();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[1]
+                .sidecar
+                .as_ref()
+                .unwrap()
+                .path
+                .ends_with("055454d8.parquet")
+        );
+        assert!(lines[2].protocol.is_some());
+        assert_eq!(
+            classify("00000000000000000002.checkpoint.e8fa2696-9728-4e9c-b285-634743fdd4fb.json"),
+            LogFileKind::V2Checkpoint(2)
+        );
+    }
 
     #[test]
     fn classifies_log_file_names() {
