@@ -364,6 +364,10 @@ def glue_delta_version(database: str, table: str) -> int | None:
     return None
 
 
+def _at_least(version: int | None, wanted: int) -> bool:
+    return version is not None and version >= wanted
+
+
 def demo(loop: EventLoop, commits: int) -> None:
     """Writes Delta commits with delta-rs and shows the Iceberg table following by itself."""
     import pyarrow as pa
@@ -380,7 +384,7 @@ def demo(loop: EventLoop, commits: int) -> None:
                                        "commit": pa.array([v] * 10, pa.int64())}),
                         mode="append", storage_options=options)
         print(f"delta-rs committed version {v}")
-    wait_until(lambda: (glue_delta_version(s.glue_database, "events") or -1) >= commits - 1,
+    wait_until(lambda: _at_least(glue_delta_version(s.glue_database, "events"), commits - 1),
                300, f"{s.glue_database}.events to reach Delta version {commits - 1}")
     rows = judge.iceberg_rows_pyiceberg(s.glue_database, "events")
     expected = judge.delta_rows(uri, options)

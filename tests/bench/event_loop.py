@@ -33,7 +33,7 @@ from deltalake import write_deltalake
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "localstack"))
 sys.path.insert(0, str(REPO / "tests"))
-from event_loop import EventLoop, LoopSettings, glue_delta_version, wait_until  # noqa: E402
+from event_loop import EventLoop, LoopSettings, _at_least, glue_delta_version, wait_until  # noqa: E402
 from rig import judge  # noqa: E402
 
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
@@ -57,7 +57,7 @@ def latency(commits: int) -> dict:
             write_deltalake(uri, pa.table({"id": pa.array(range(v * 100, v * 100 + 100), pa.int64())}),
                             mode="append", storage_options=options)
             committed = time.perf_counter()
-            wait_until(lambda: (glue_delta_version("bench", "events") or -1) >= v, 120,
+            wait_until(lambda: _at_least(glue_delta_version("bench", "events"), v), 120,
                        f"Delta version {v} in Glue", interval_s=0.01)
             if v > 0:  # version 0 includes the function's first compile check and cold start
                 seen.append((time.perf_counter() - committed) * 1000)
