@@ -16,8 +16,6 @@ from conftest import REPO
 from rig import judge
 
 REFUSED = {
-    "table-with-columnmapping-mode-name": "columnMapping",
-    "table-with-columnmapping-mode-id": "columnMapping",
     "type-widening": "typeWidening",
 }
 # Versions no reader can read: their data files were vacuumed.

@@ -171,19 +171,20 @@ const SUPPORTED_READER_FEATURES: &[&str] = &[
     "vacuumProtocolCheck",
     "deletionVectors",
     "v2Checkpoint",
+    "columnMapping",
 ];
 
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.
 pub fn unsupported_feature(protocol: &Protocol, metadata: Option<&Metadata>) -> Option<String> {
     if let Some(mode) = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"))
         && let Some(mode) = mode.as_deref()
-        && mode != "none"
+        && !matches!(mode, "none" | "name" | "id")
     {
         return Some(format!("columnMapping (mode {mode})"));
     }
     match protocol.min_reader_version {
-        1 => None,
-        2 => Some("columnMapping (reader version 2)".to_string()),
+        // Reader version 2 is column mapping, which is mirrored.
+        1 | 2 => None,
         3 => protocol
             .reader_features
             .iter()
@@ -252,11 +253,12 @@ mod tests {
                 .as_deref(),
             Some("featureFromTheFuture")
         );
-        assert!(
-            unsupported_feature(&p(2, &[]), None)
-                .unwrap()
-                .contains("columnMapping")
+        assert_eq!(
+            unsupported_feature(&p(2, &[]), None),
+            None,
+            "column mapping"
         );
+        assert_eq!(unsupported_feature(&p(3, &["columnMapping"]), None), None);
         assert!(unsupported_feature(&p(4, &[]), None).is_some());
     }
 }

@@ -25,6 +25,18 @@ pub struct DeltaField {
     pub name: String,
     pub data_type: DeltaType,
     pub nullable: bool,
+    /// `delta.columnMapping.id`: the field's stable ID when column mapping is on.
+    pub column_mapping_id: Option<i32>,
+    /// `delta.columnMapping.physicalName`: the column's name in Parquet files and
+    /// `partitionValues` when column mapping is on.
+    pub physical_name: Option<String>,
+}
+
+impl DeltaField {
+    /// The name Parquet files and `partitionValues` use for this field.
+    pub fn physical_name(&self) -> &str {
+        self.physical_name.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// Parses `schemaString`: a JSON struct type.
@@ -86,6 +98,22 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("struct field without name: {value}"))?;
+    let metadata = value.get("metadata");
+    let column_mapping_id = match metadata.and_then(|m| m.get("delta.columnMapping.id")) {
+        None | Some(Value::Null) => None,
+        Some(id) => Some(
+            id.as_i64()
+                .and_then(|id| i32::try_from(id).ok())
+                .filter(|id| *id > 0)
+                .ok_or_else(|| {
+                    format!("field {name}: delta.columnMapping.id {id} is not a positive int")
+                })?,
+        ),
+    };
+    let physical_name = metadata
+        .and_then(|m| m.get("delta.columnMapping.physicalName"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(DeltaField {
         name: name.to_string(),
         data_type: parse_type(
@@ -97,6 +125,8 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
             .get("nullable")
             .and_then(Value::as_bool)
             .unwrap_or(true),
+        column_mapping_id,
+        physical_name,
     })
 }
 
@@ -130,6 +160,20 @@ mod tests {
         assert!(
             matches!(&fields[4].data_type, DeltaType::Map { value, .. } if matches!(**value, DeltaType::Array { .. }))
         );
+    }
+
+    #[test]
+    fn reads_column_mapping_metadata() {
+        let s = r#"{"type":"struct","fields":[
+            {"name":"a","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":7,"delta.columnMapping.physicalName":"col-x"}},
+            {"name":"b","type":"long","nullable":true,"metadata":{}}
+        ]}"#;
+        let fields = parse_schema(s).unwrap();
+        assert_eq!(fields[0].column_mapping_id, Some(7));
+        assert_eq!(fields[0].physical_name(), "col-x");
+        assert_eq!(fields[1].physical_name(), "b");
+        let bad = r#"{"type":"struct","fields":[{"name":"a","type":"long","metadata":{"delta.columnMapping.id":"x"}}]}"#;
+        assert!(parse_schema(bad).is_err());
     }
 
     #[test]

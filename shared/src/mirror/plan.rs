@@ -1,10 +1,12 @@
 //! Pure planning: Delta actions + what Iceberg already holds -> one snapshot plan per Delta
 //! version. No IO here; the plans are carried out by [`super::writer`].
 
+use std::collections::HashMap;
+
 use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
-use super::schema::iceberg_schema;
+use super::schema::{iceberg_schema, physical_names};
 use crate::delta::actions::{Add, Metadata, Protocol, num_records, unsupported_feature};
 use crate::delta::deletion_vector::DeletionVector;
 use crate::delta::replay::decode_path;
@@ -21,6 +23,9 @@ pub struct IcebergView {
     pub next_schema_id: i32,
     /// Source column names of the identity partition fields, in order.
     pub partition_columns: Vec<String>,
+    /// The keys of those columns in `add.partitionValues`: their physical names when
+    /// column mapping is on, else the same names.
+    pub partition_keys: Vec<String>,
     /// The Delta version of the current snapshot, if any.
     pub delta_version: Option<i64>,
 }
@@ -46,6 +51,8 @@ pub struct SnapshotPlan {
     pub operation: Operation,
     /// The schema (and partition columns) when they are new or changed at this version.
     pub schema: Option<Schema>,
+    /// Physical names of column-mapped fields by field ID, for the name mapping of `schema`.
+    pub physical_names: HashMap<i32, String>,
     pub partition_columns: Vec<String>,
     pub added: Vec<PlannedFile>,
     /// Locations of data files that leave the table.
@@ -66,12 +73,21 @@ pub fn plan_full(
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
     check_features(table, protocol, Some(metadata))?;
-    let (schema, changed) = next_schema(table, current, metadata)?;
+    let next = next_schema(table, current, metadata)?;
+    let (schema, changed) = (next.schema, next.changed);
     let added = snapshot
         .active
         .files
         .values()
-        .map(|add| planned_file(root_uri, &schema, &metadata.partition_columns, add))
+        .map(|add| {
+            planned_file(
+                root_uri,
+                &schema,
+                &metadata.partition_columns,
+                &next.partition_keys,
+                add,
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let operation = if current.is_some_and(|c| c.delta_version.is_some()) {
         Operation::Overwrite
@@ -83,6 +99,7 @@ pub fn plan_full(
         commit_timestamp_ms: snapshot.timestamp_ms,
         operation,
         schema: (changed || current.is_none()).then_some(schema),
+        physical_names: next.physical_names,
         partition_columns: metadata.partition_columns.clone(),
         added,
         removed: Vec::new(),
@@ -110,6 +127,7 @@ pub fn plan_commits(
             commit.metadata.as_ref(),
         )?;
         let mut new_schema = None;
+        let mut physical = HashMap::new();
         if let Some(metadata) = &commit.metadata {
             if metadata.partition_columns != view.partition_columns {
                 return Err(Error::InvalidInput(format!(
@@ -117,8 +135,11 @@ pub fn plan_commits(
                     commit.version, view.partition_columns, metadata.partition_columns
                 )));
             }
-            let (schema, changed) = next_schema(table, Some(&view), metadata)?;
+            let next = next_schema(table, Some(&view), metadata)?;
+            view.partition_keys = next.partition_keys;
+            let (schema, changed) = (next.schema, next.changed);
             if changed {
+                physical = next.physical_names;
                 view.last_column_id = view.last_column_id.max(schema.highest_field_id());
                 view.schema = schema.clone();
                 view.next_schema_id += 1;
@@ -128,7 +149,15 @@ pub fn plan_commits(
         let added = commit
             .adds
             .iter()
-            .map(|add| planned_file(root_uri, &view.schema, &view.partition_columns, add))
+            .map(|add| {
+                planned_file(
+                    root_uri,
+                    &view.schema,
+                    &view.partition_columns,
+                    &view.partition_keys,
+                    add,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let removed = commit
             .removes
@@ -147,6 +176,7 @@ pub fn plan_commits(
             commit_timestamp_ms: commit.timestamp_ms,
             operation,
             schema: new_schema,
+            physical_names: physical,
             partition_columns: view.partition_columns.clone(),
             added,
             removed,
@@ -166,12 +196,22 @@ fn check_features(table: &str, protocol: &Protocol, metadata: Option<&Metadata>)
     }
 }
 
+/// The Iceberg schema of a Delta version.
+struct NextSchema {
+    schema: Schema,
+    /// Whether it differs from the current one.
+    changed: bool,
+    physical_names: HashMap<i32, String>,
+    /// `partitionValues` keys of the partition columns.
+    partition_keys: Vec<String>,
+}
+
 /// The Iceberg schema for `metadata`, and whether it differs from the current one.
 fn next_schema(
     table: &str,
     current: Option<&IcebergView>,
     metadata: &Metadata,
-) -> Result<(Schema, bool)> {
+) -> Result<NextSchema> {
     let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
     let (previous, last_id, next_id) = match current {
         Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
@@ -194,19 +234,39 @@ fn next_schema(
         Some(p) => p.as_struct() != schema.as_struct(),
         None => true,
     };
-    Ok((schema, changed))
+    let partition_keys = metadata
+        .partition_columns
+        .iter()
+        .map(|c| {
+            fields
+                .iter()
+                .find(|f| f.name == *c)
+                .map_or_else(|| c.clone(), |f| f.physical_name().to_string())
+        })
+        .collect();
+    Ok(NextSchema {
+        schema,
+        changed,
+        physical_names: physical_names(&fields),
+        partition_keys,
+    })
 }
 
 fn planned_file(
     root_uri: &str,
     schema: &Schema,
     partition_columns: &[String],
+    partition_keys: &[String],
     add: &Add,
 ) -> Result<PlannedFile> {
     let location = data_file_location(root_uri, &add.path)?;
     let partition = partition_columns
         .iter()
-        .map(|column| partition_value(schema, column, add))
+        .enumerate()
+        .map(|(i, column)| {
+            let key = partition_keys.get(i).unwrap_or(column);
+            partition_value(schema, column, key, add)
+        })
         .collect::<Result<Vec<Option<Literal>>, String>>()
         .map_err(|e| Error::malformed(root_uri, format!("{}: {e}", add.path)))?;
     Ok(PlannedFile {
@@ -219,20 +279,25 @@ fn planned_file(
     })
 }
 
-fn partition_value(schema: &Schema, column: &str, add: &Add) -> Result<Option<Literal>, String> {
+fn partition_value(
+    schema: &Schema,
+    column: &str,
+    key: &str,
+    add: &Add,
+) -> Result<Option<Literal>, String> {
     let ty = match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
         Some(Type::Primitive(p)) => p.clone(),
         _ => PrimitiveType::String,
     };
-    // Delta stores partition values by the column's name; look it up case-insensitively
-    // as Spark does, and treat a missing key as null.
+    // Delta stores partition values by the column's (physical) name; look it up
+    // case-insensitively as Spark does, and treat a missing key as null.
     let raw = add
         .partition_values
-        .get(column)
+        .get(key)
         .or_else(|| {
             add.partition_values
                 .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(column))
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
                 .map(|(_, v)| v)
         })
         .and_then(|v| v.as_deref());
@@ -309,6 +374,7 @@ mod tests {
             next_schema_id: schema.schema_id() + 1,
             schema,
             partition_columns: vec!["p".into()],
+            partition_keys: vec!["p".into()],
             delta_version: Some(0),
         }
     }
@@ -465,13 +531,13 @@ mod tests {
         );
         let snapshot = snapshot_of(&[commit(
             0,
-            &[protocol(3, r#""columnMapping""#), metadata(SCHEMA)],
+            &[protocol(3, r#""typeWidening""#), metadata(SCHEMA)],
         )]);
         assert!(
             plan_full(ROOT, None, &snapshot)
                 .unwrap_err()
                 .to_string()
-                .contains("columnMapping")
+                .contains("typeWidening")
         );
     }
 

@@ -1,6 +1,7 @@
 //! Delta schema -> Iceberg schema, keeping field IDs stable across schema changes, and the
 //! name mapping that lets readers find columns in Parquet files written without field IDs.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -10,9 +11,9 @@ use iceberg::spec::{
 
 use crate::delta::schema::{DeltaField, DeltaType};
 
-/// Assigns field IDs: reuses the ID a column had in the previous Iceberg schema (same
-/// name path, same kind of type) and gives every new column the next unused ID, so an ID
-/// never changes meaning.
+/// Assigns field IDs: a column-mapped field keeps its `delta.columnMapping.id`; any other
+/// reuses the ID it had in the previous Iceberg schema (same name path, same kind of type)
+/// or gets the next unused ID above every column-mapping ID, so an ID never changes meaning.
 struct IdAssigner<'a> {
     previous: Option<&'a Schema>,
     last_id: i32,
@@ -53,7 +54,7 @@ pub fn iceberg_schema(
 ) -> Result<Schema, String> {
     let mut ids = IdAssigner {
         previous,
-        last_id: last_column_id,
+        last_id: last_column_id.max(max_column_mapping_id(fields)),
     };
     let fields = struct_fields(fields, "", &mut ids)?;
     Schema::builder()
@@ -74,13 +75,59 @@ fn struct_fields(
             let path = format!("{prefix}{}", f.name);
             // Shape first (to compare kinds), then IDs of children, then this field's ID.
             let shape = shape(&f.data_type, &path)?;
-            let id = ids.id_for(&path, &shape);
+            let id = match f.column_mapping_id {
+                Some(id) => id,
+                None => ids.id_for(&path, &shape),
+            };
             let field_type = typed(&f.data_type, &path, ids)?;
             // Every column is optional: Delta allows files written before a column existed,
             // and readers must return null for them rather than fail.
             Ok(Arc::new(NestedField::optional(id, &f.name, field_type)))
         })
         .collect()
+}
+
+fn max_column_mapping_id(fields: &[DeltaField]) -> i32 {
+    fn of_type(t: &DeltaType) -> i32 {
+        match t {
+            DeltaType::Primitive(_) => 0,
+            DeltaType::Struct(fields) => max_column_mapping_id(fields),
+            DeltaType::Array { element, .. } => of_type(element),
+            DeltaType::Map { key, value, .. } => of_type(key).max(of_type(value)),
+        }
+    }
+    fields
+        .iter()
+        .map(|f| f.column_mapping_id.unwrap_or(0).max(of_type(&f.data_type)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The physical name of every column-mapped field, by its field ID (which is its
+/// `delta.columnMapping.id`).
+pub fn physical_names(fields: &[DeltaField]) -> HashMap<i32, String> {
+    fn walk(fields: &[DeltaField], out: &mut HashMap<i32, String>) {
+        for f in fields {
+            if let (Some(id), Some(name)) = (f.column_mapping_id, &f.physical_name) {
+                out.insert(id, name.clone());
+            }
+            walk_type(&f.data_type, out);
+        }
+    }
+    fn walk_type(t: &DeltaType, out: &mut HashMap<i32, String>) {
+        match t {
+            DeltaType::Primitive(_) => {}
+            DeltaType::Struct(fields) => walk(fields, out),
+            DeltaType::Array { element, .. } => walk_type(element, out),
+            DeltaType::Map { key, value, .. } => {
+                walk_type(key, out);
+                walk_type(value, out);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    walk(fields, &mut out);
+    out
 }
 
 /// The Iceberg type with placeholder IDs, used only to compare kinds.
@@ -179,18 +226,20 @@ pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
 const CHANGE_TYPE_FIELD_ID: i32 = i32::MAX - 104;
 
 /// The name mapping (`schema.name-mapping.default`) of an Iceberg schema whose Parquet
-/// files carry no field IDs: every field is found by its name.
+/// files carry no (or not all) field IDs: every field is found by its name, and a
+/// column-mapped field also by its physical name (`physical`, by field ID), which is what
+/// Parquet files of column-mapped tables use.
 ///
 /// Delta writers with Change Data Feed may leave a `_change_type` column in data files
 /// that the table schema does not have. Readers that map every file column (pyiceberg)
 /// fail on an unmapped one, so it is mapped to Iceberg's reserved `_change_type` ID, which
 /// no table column uses and no scan projects.
-pub fn name_mapping(schema: &Schema) -> NameMapping {
+pub fn name_mapping(schema: &Schema, physical: &HashMap<i32, String>) -> NameMapping {
     let mut fields: Vec<MappedField> = schema
         .as_struct()
         .fields()
         .iter()
-        .map(|f| mapped(f, &f.name))
+        .map(|f| mapped(f, &f.name, physical))
         .collect();
     if schema.field_by_name("_change_type").is_none() {
         fields.push(MappedField::new(
@@ -202,14 +251,25 @@ pub fn name_mapping(schema: &Schema) -> NameMapping {
     NameMapping::new(fields)
 }
 
-fn mapped(field: &NestedField, name: &str) -> MappedField {
+fn mapped(field: &NestedField, name: &str, physical: &HashMap<i32, String>) -> MappedField {
     let children = match field.field_type.as_ref() {
         Type::Primitive(_) => vec![],
-        Type::Struct(s) => s.fields().iter().map(|f| mapped(f, &f.name)).collect(),
-        Type::List(l) => vec![mapped(&l.element_field, "element")],
-        Type::Map(m) => vec![mapped(&m.key_field, "key"), mapped(&m.value_field, "value")],
+        Type::Struct(s) => s
+            .fields()
+            .iter()
+            .map(|f| mapped(f, &f.name, physical))
+            .collect(),
+        Type::List(l) => vec![mapped(&l.element_field, "element", physical)],
+        Type::Map(m) => vec![
+            mapped(&m.key_field, "key", physical),
+            mapped(&m.value_field, "value", physical),
+        ],
     };
-    MappedField::new(Some(field.id), vec![name.to_string()], children)
+    let mut names = vec![name.to_string()];
+    if let Some(p) = physical.get(&field.id).filter(|p| *p != name) {
+        names.push(p.clone());
+    }
+    MappedField::new(Some(field.id), names, children)
 }
 
 #[cfg(test)]
@@ -223,6 +283,26 @@ mod tests {
 
     const BASE: &str = r#"{"name":"id","type":"long","nullable":true,"metadata":{}},
         {"name":"m","type":{"type":"map","keyType":"string","valueType":"integer","valueContainsNull":true},"nullable":true,"metadata":{}}"#;
+
+    #[test]
+    fn column_mapping_ids_are_kept_and_physical_names_mapped() {
+        let fields = delta(
+            r#"{"name":"a","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":5,"delta.columnMapping.physicalName":"col-a"}},
+            {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}}"#,
+        );
+        let s = iceberg_schema(&fields, None, 0, 0).unwrap();
+        assert_eq!(s.field_id_by_name("a"), Some(5));
+        assert_eq!(s.field_id_by_name("l"), Some(9));
+        // the list element has no Delta ID: it gets one above every column-mapping ID
+        assert_eq!(s.field_id_by_name("l.element"), Some(10));
+        let mapping = serde_json::to_value(name_mapping(&s, &physical_names(&fields))).unwrap();
+        assert_eq!(mapping[0]["names"], serde_json::json!(["a", "col-a"]));
+        assert_eq!(mapping[1]["names"], serde_json::json!(["l", "col-l"]));
+        assert_eq!(
+            mapping[1]["fields"][0]["names"],
+            serde_json::json!(["element"])
+        );
+    }
 
     #[test]
     fn new_table_gets_sequential_ids_and_all_types_map() {
@@ -271,7 +351,7 @@ mod tests {
     #[test]
     fn name_mapping_covers_nested_fields() {
         let s = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
-        let json = serde_json::to_value(name_mapping(&s)).unwrap();
+        let json = serde_json::to_value(name_mapping(&s, &HashMap::new())).unwrap();
         assert_eq!(
             json,
             serde_json::json!([

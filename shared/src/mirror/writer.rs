@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, MAIN_BRANCH,
     ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
     PrimitiveLiteral, SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder,
     Transform, UnboundPartitionSpec,
@@ -51,7 +51,7 @@ impl CommittedTable {
         let m = &self.metadata;
         let schema = m.current_schema();
         let spec = m.default_partition_spec();
-        let partition_columns = spec
+        let partition_columns: Vec<String> = spec
             .fields()
             .iter()
             .map(|f| {
@@ -66,11 +66,33 @@ impl CommittedTable {
                     })
             })
             .collect::<Result<_>>()?;
+        // partitionValues keys: the last name the name mapping gives a column is its
+        // physical name when column mapping is on.
+        let mapping: Option<iceberg::spec::NameMapping> = m
+            .properties()
+            .get(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
+            .and_then(|json| serde_json::from_str(json).ok());
+        let partition_keys = partition_columns
+            .iter()
+            .map(|column: &String| {
+                mapping
+                    .as_ref()
+                    .and_then(|mapping| {
+                        mapping
+                            .fields()
+                            .iter()
+                            .find(|f| f.names().first() == Some(column))
+                            .and_then(|f| f.names().last().cloned())
+                    })
+                    .unwrap_or_else(|| column.clone())
+            })
+            .collect();
         Ok(IcebergView {
             schema: schema.as_ref().clone(),
             last_column_id: m.last_column_id(),
             next_schema_id: m.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
             partition_columns,
+            partition_keys,
             delta_version: self.delta_version(),
         })
     }
@@ -450,17 +472,34 @@ impl TableState {
                 "write.metadata.path".to_string(),
                 writer.metadata_store.location("metadata"),
             ),
+            (
+                iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
+                serde_json::to_string(&name_mapping(&schema, &first.physical_names))?,
+            ),
         ]);
-        let created = TableMetadataBuilder::new(
-            schema,
-            spec.build(),
-            SortOrder::unsorted_order(),
-            table_uri,
-            FormatVersion::V2,
-            properties.clone(),
-        )?
-        .build()?
-        .metadata;
+        // The metadata is assembled, not built: TableMetadataBuilder::new would assign fresh
+        // field IDs, and a column-mapped table's IDs must stay Delta's.
+        let spec = spec.build().bind(schema.clone())?;
+        let created: TableMetadata = serde_json::from_value(serde_json::json!({
+            "format-version": 2,
+            "table-uuid": uuid::Uuid::new_v4().to_string(),
+            "location": table_uri,
+            "last-sequence-number": 0,
+            "last-updated-ms": chrono::Utc::now().timestamp_millis(),
+            "last-column-id": schema.highest_field_id(),
+            "current-schema-id": schema.schema_id(),
+            "schemas": [schema],
+            "default-spec-id": spec.spec_id(),
+            "partition-specs": [spec],
+            "last-partition-id": spec.highest_field_id().unwrap_or(999),
+            "default-sort-order-id": 0,
+            "sort-orders": [SortOrder::unsorted_order()],
+            "properties": properties,
+            "snapshots": [],
+            "snapshot-log": [],
+            "metadata-log": [],
+            "refs": {},
+        }))?;
         Ok(Self {
             schema: created.current_schema().clone(),
             spec: created.default_partition_spec().clone(),
@@ -605,6 +644,10 @@ impl TableState {
     ) -> Result<SnapshotOutcome> {
         writer.complete_record_counts(&mut plan.added).await?;
         if let Some(schema) = plan.schema.take() {
+            self.properties.insert(
+                iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
+                serde_json::to_string(&name_mapping(&schema, &plan.physical_names))?,
+            );
             self.builder = Some(self.take_builder()?.add_current_schema(schema.clone())?);
             self.schema = Arc::new(schema);
         }
@@ -904,10 +947,15 @@ impl TableState {
     async fn finish(mut self, writer: &MetadataWriter) -> Result<CommittedTable> {
         self.properties
             .insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
-        self.properties.insert(
-            iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
-            serde_json::to_string(&name_mapping(&self.schema))?,
-        );
+        if !self
+            .properties
+            .contains_key(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
+        {
+            self.properties.insert(
+                iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
+                serde_json::to_string(&name_mapping(&self.schema, &HashMap::new()))?,
+            );
+        }
         let metadata = self
             .take_builder()?
             .set_properties(self.properties)?
