@@ -172,6 +172,8 @@ const SUPPORTED_READER_FEATURES: &[&str] = &[
     "deletionVectors",
     "v2Checkpoint",
     "columnMapping",
+    "typeWidening",
+    "typeWidening-preview",
 ];
 
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.

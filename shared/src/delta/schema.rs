@@ -30,6 +30,9 @@ pub struct DeltaField {
     /// `delta.columnMapping.physicalName`: the column's name in Parquet files and
     /// `partitionValues` when column mapping is on.
     pub physical_name: Option<String>,
+    /// `delta.typeChanges`: the widenings this field (or a nested element) went through,
+    /// as (from, to) Delta type names; older files still hold the narrower type.
+    pub type_changes: Vec<(String, String)>,
 }
 
 impl DeltaField {
@@ -114,6 +117,18 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
         .and_then(|m| m.get("delta.columnMapping.physicalName"))
         .and_then(Value::as_str)
         .map(str::to_string);
+    let type_changes = metadata
+        .and_then(|m| m.get("delta.typeChanges"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|change| {
+            let side = |key: &str| change.get(key).and_then(Value::as_str).map(str::to_string);
+            side("fromType").zip(side("toType")).ok_or_else(|| {
+                format!("field {name}: delta.typeChanges entry without fromType/toType: {change}")
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(DeltaField {
         name: name.to_string(),
         data_type: parse_type(
@@ -127,6 +142,7 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
             .unwrap_or(true),
         column_mapping_id,
         physical_name,
+        type_changes,
     })
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
-use super::schema::{iceberg_schema, physical_names};
+use super::schema::{check_type_changes, iceberg_schema, physical_names};
 use crate::delta::actions::{Add, Metadata, Protocol, num_records, unsupported_feature};
 use crate::delta::deletion_vector::DeletionVector;
 use crate::delta::replay::decode_path;
@@ -213,6 +213,10 @@ fn next_schema(
     metadata: &Metadata,
 ) -> Result<NextSchema> {
     let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
+    check_type_changes(&fields, "").map_err(|e| Error::UnsupportedFeature {
+        table: table.to_string(),
+        feature: format!("typeWidening ({e})"),
+    })?;
     let (previous, last_id, next_id) = match current {
         Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
         None => (None, 0, 0),
@@ -531,13 +535,13 @@ mod tests {
         );
         let snapshot = snapshot_of(&[commit(
             0,
-            &[protocol(3, r#""typeWidening""#), metadata(SCHEMA)],
+            &[protocol(3, r#""anotherFutureFeature""#), metadata(SCHEMA)],
         )]);
         assert!(
             plan_full(ROOT, None, &snapshot)
                 .unwrap_err()
                 .to_string()
-                .contains("typeWidening")
+                .contains("anotherFutureFeature")
         );
     }
 

@@ -34,7 +34,7 @@ impl IdAssigner<'_> {
 
 fn same_kind(a: &Type, b: &Type) -> bool {
     match (a, b) {
-        (Type::Primitive(x), Type::Primitive(y)) => x == y,
+        (Type::Primitive(x), Type::Primitive(y)) => x == y || promotes(x, y),
         (Type::Struct(_), Type::Struct(_))
         | (Type::List(_), Type::List(_))
         | (Type::Map(_), Type::Map(_)) => true,
@@ -215,6 +215,58 @@ pub fn primitive(name: &str, path: &str) -> Result<PrimitiveType, String> {
     })
 }
 
+/// Whether Iceberg allows changing a column from `from` to `to` (type promotion): the
+/// widenings that keep the field's ID and let readers widen old files' values.
+pub fn promotes(from: &PrimitiveType, to: &PrimitiveType) -> bool {
+    use PrimitiveType as P;
+    match (from, to) {
+        (P::Int, P::Long) | (P::Float, P::Double) => true,
+        (
+            P::Decimal {
+                precision: p1,
+                scale: s1,
+            },
+            P::Decimal {
+                precision: p2,
+                scale: s2,
+            },
+        ) => s1 == s2 && p2 >= p1,
+        _ => from == to,
+    }
+}
+
+/// Checks every Delta type widening (`delta.typeChanges`) of the schema: each must be one
+/// Iceberg can express, or the column is named with both types.
+pub fn check_type_changes(fields: &[DeltaField], prefix: &str) -> Result<(), String> {
+    for f in fields {
+        let path = format!("{prefix}{}", f.name);
+        for (from, to) in &f.type_changes {
+            let legal = match (primitive(from, &path), primitive(to, &path)) {
+                (Ok(a), Ok(b)) => promotes(&a, &b),
+                _ => false,
+            };
+            if !legal {
+                return Err(format!(
+                    "column {path} was widened from {from} to {to}, which Iceberg cannot express (it allows int to long, float to double, and decimal precision with the same scale)"
+                ));
+            }
+        }
+        let mut nested = &f.data_type;
+        loop {
+            match nested {
+                DeltaType::Struct(children) => {
+                    check_type_changes(children, &format!("{path}."))?;
+                    break;
+                }
+                DeltaType::Array { element, .. } => nested = element,
+                DeltaType::Map { value, .. } => nested = value,
+                DeltaType::Primitive(_) => break,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `decimal(p,s)` -> (p, s).
 pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
     let inner = name.strip_prefix("decimal(")?.strip_suffix(')')?;
@@ -283,6 +335,55 @@ mod tests {
 
     const BASE: &str = r#"{"name":"id","type":"long","nullable":true,"metadata":{}},
         {"name":"m","type":{"type":"map","keyType":"string","valueType":"integer","valueContainsNull":true},"nullable":true,"metadata":{}}"#;
+
+    #[test]
+    fn only_widenings_iceberg_can_express_pass() {
+        let widened = |from: &str, to: &str| {
+            delta(&format!(
+                r#"{{"name":"c","type":"{to}","nullable":true,"metadata":{{"delta.typeChanges":[{{"fromType":"{from}","toType":"{to}","tableVersion":2}}]}}}}"#
+            ))
+        };
+        for (from, to) in [
+            ("byte", "long"),
+            ("integer", "long"),
+            ("short", "integer"),
+            ("float", "double"),
+            ("decimal(10,2)", "decimal(20,2)"),
+        ] {
+            assert!(
+                check_type_changes(&widened(from, to), "").is_ok(),
+                "{from} -> {to}"
+            );
+        }
+        for (from, to) in [
+            ("integer", "double"),
+            ("decimal(10,2)", "decimal(20,5)"),
+            ("long", "decimal(21,1)"),
+            ("date", "timestamp_ntz"),
+        ] {
+            let err = check_type_changes(&widened(from, to), "").unwrap_err();
+            assert!(
+                err.contains("column c") && err.contains(from) && err.contains(to),
+                "{err}"
+            );
+        }
+        // a widened column keeps its ID
+        let old = iceberg_schema(
+            &delta(r#"{"name":"c","type":"integer","nullable":true,"metadata":{}}"#),
+            None,
+            0,
+            0,
+        )
+        .unwrap();
+        let new = iceberg_schema(
+            &widened("integer", "long"),
+            Some(&old),
+            old.highest_field_id(),
+            1,
+        )
+        .unwrap();
+        assert_eq!(new.field_id_by_name("c"), old.field_id_by_name("c"));
+    }
 
     #[test]
     fn column_mapping_ids_are_kept_and_physical_names_mapped() {
