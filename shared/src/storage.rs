@@ -206,6 +206,16 @@ impl TableStorage {
         Ok(())
     }
 
+    /// Deletes an object; one already gone is fine.
+    pub async fn delete(&self, location: &str) -> Result<()> {
+        match self.store.delete(&self.key(location)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.counters.request(0, 0);
+        Ok(())
+    }
+
     /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
     /// `after` (a location), in key order.
     pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {

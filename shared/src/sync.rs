@@ -42,6 +42,8 @@ pub struct SyncReport {
     pub snapshots_committed: usize,
     pub added_files: usize,
     pub removed_files: usize,
+    /// Iceberg snapshots expired because Delta VACUUM may delete their files.
+    pub expired_snapshots: usize,
     pub metadata_location: Option<String>,
     pub attempts: u32,
     pub elapsed_ms: u64,
@@ -137,6 +139,7 @@ pub async fn glue_sync(
             snapshots_committed: 0,
             added_files: 0,
             removed_files: 0,
+            expired_snapshots: 0,
             metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
             attempts: attempt,
             elapsed_ms: 0,
@@ -158,6 +161,8 @@ pub async fn glue_sync(
                 }
                 Err(e) => return Err(e),
             }
+            writer.delete_expired(&staged.expired_files).await;
+            report.expired_snapshots = staged.expired_snapshots.len();
             report.snapshots_committed = staged.snapshots.len();
             report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
             report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();

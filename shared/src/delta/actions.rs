@@ -176,6 +176,49 @@ const SUPPORTED_READER_FEATURES: &[&str] = &[
     "typeWidening-preview",
 ];
 
+/// Delta's default `delta.deletedFileRetentionDuration`: one week.
+pub const DEFAULT_DELETED_FILE_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// How long VACUUM keeps removed files: `delta.deletedFileRetentionDuration`
+/// (`interval 7 days`, `interval 1 week`, `168 hours`...), in milliseconds.
+pub fn deleted_file_retention_ms(metadata: &Metadata) -> Result<i64, String> {
+    let Some(Some(text)) = metadata
+        .configuration
+        .get("delta.deletedFileRetentionDuration")
+    else {
+        return Ok(DEFAULT_DELETED_FILE_RETENTION_MS);
+    };
+    let bad = || {
+        format!(
+            "delta.deletedFileRetentionDuration {text:?} is not an interval like 'interval 7 days'"
+        )
+    };
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let words = match words.first() {
+        Some(w) if w.eq_ignore_ascii_case("interval") => &words[1..],
+        _ => &words[..],
+    };
+    let mut total: i64 = 0;
+    for pair in words.chunks(2) {
+        let [n, unit] = pair else { return Err(bad()) };
+        let n: i64 = n.parse().map_err(|_| bad())?;
+        let unit_ms: i64 = match unit.to_ascii_lowercase().trim_end_matches('s') {
+            "week" => 7 * 24 * 3_600_000,
+            "day" => 24 * 3_600_000,
+            "hour" => 3_600_000,
+            "minute" => 60_000,
+            "second" => 1_000,
+            "millisecond" => 1,
+            _ => return Err(bad()),
+        };
+        total = total.saturating_add(n.saturating_mul(unit_ms));
+    }
+    if words.is_empty() {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.
 pub fn unsupported_feature(protocol: &Protocol, metadata: Option<&Metadata>) -> Option<String> {
     if let Some(mode) = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"))
@@ -240,6 +283,38 @@ mod tests {
         assert_eq!(num_records(Some("{}")), None);
         assert_eq!(num_records(Some("not json")), None);
         assert_eq!(num_records(Some(r#"{"numRecords":-1}"#)), None);
+    }
+
+    #[test]
+    fn deleted_file_retention_parses_delta_intervals() {
+        let m = |v: &str| Metadata {
+            schema_string: String::new(),
+            partition_columns: vec![],
+            configuration: HashMap::from([(
+                "delta.deletedFileRetentionDuration".to_string(),
+                Some(v.to_string()),
+            )]),
+        };
+        let day = 24 * 3_600_000;
+        assert_eq!(
+            deleted_file_retention_ms(&m("interval 7 days")),
+            Ok(7 * day)
+        );
+        assert_eq!(
+            deleted_file_retention_ms(&m("interval 1 week")),
+            Ok(7 * day)
+        );
+        assert_eq!(deleted_file_retention_ms(&m("168 hours")), Ok(7 * day));
+        assert_eq!(deleted_file_retention_ms(&m("interval 0 hours")), Ok(0));
+        assert!(deleted_file_retention_ms(&m("soon")).is_err());
+        let none = Metadata {
+            configuration: HashMap::new(),
+            ..m("x")
+        };
+        assert_eq!(
+            deleted_file_retention_ms(&none),
+            Ok(DEFAULT_DELETED_FILE_RETENTION_MS)
+        );
     }
 
     #[test]

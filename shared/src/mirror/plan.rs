@@ -7,7 +7,9 @@ use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
 use super::schema::{check_type_changes, iceberg_schema, physical_names};
-use crate::delta::actions::{Add, Metadata, Protocol, num_records, unsupported_feature};
+use crate::delta::actions::{
+    Add, Metadata, Protocol, deleted_file_retention_ms, num_records, unsupported_feature,
+};
 use crate::delta::deletion_vector::DeletionVector;
 use crate::delta::replay::decode_path;
 use crate::delta::schema::parse_schema;
@@ -59,6 +61,8 @@ pub struct SnapshotPlan {
     pub removed: Vec<String>,
     /// The snapshot holds exactly `added`: nothing of the previous snapshot carries over.
     pub replace_all: bool,
+    /// `delta.deletedFileRetentionDuration` in ms, when this version's metadata is known.
+    pub deleted_file_retention_ms: Option<i64>,
 }
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
@@ -104,6 +108,7 @@ pub fn plan_full(
         added,
         removed: Vec::new(),
         replace_all: true,
+        deleted_file_retention_ms: Some(retention(table, metadata)?),
     })
 }
 
@@ -181,9 +186,18 @@ pub fn plan_commits(
             added,
             removed,
             replace_all: false,
+            deleted_file_retention_ms: commit
+                .metadata
+                .as_ref()
+                .map(|m| retention(table, m))
+                .transpose()?,
         });
     }
     Ok(plans)
+}
+
+fn retention(table: &str, metadata: &Metadata) -> Result<i64> {
+    deleted_file_retention_ms(metadata).map_err(|e| Error::malformed(table, e))
 }
 
 fn check_features(table: &str, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {

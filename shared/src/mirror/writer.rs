@@ -34,6 +34,10 @@ pub const DELTA_VERSION: &str = "delta.version";
 pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
 /// Table property naming the Delta table that is mirrored.
 pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+/// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
+pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
+/// Snapshots expire this long before VACUUM may delete the files they still reference.
+const EXPIRY_MARGIN_MS: i64 = 3_600_000;
 /// Reserved Iceberg field IDs of a position-delete file's columns.
 const DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
 const DELETE_POS_ID: i32 = 2_147_483_545;
@@ -124,6 +128,11 @@ pub struct SnapshotOutcome {
 pub struct StagedTable {
     pub table: CommittedTable,
     pub snapshots: Vec<SnapshotOutcome>,
+    /// Snapshots this metadata no longer has (see [`expirable`]).
+    pub expired_snapshots: Vec<i64>,
+    /// Metadata files only the expired snapshots used: delete them once the catalog points
+    /// at the new metadata, never before.
+    pub expired_files: Vec<String>,
 }
 
 /// A live manifest entry, with what it inherited from its manifest.
@@ -203,11 +212,67 @@ impl MetadataWriter {
         for plan in plans {
             outcomes.push(state.apply(self, plan).await?);
         }
-        let table = state.finish(self).await?;
+        let (table, expired_snapshots, expired_files) = state.finish(self).await?;
         Ok(StagedTable {
             table,
             snapshots: outcomes,
+            expired_snapshots,
+            expired_files,
         })
+    }
+
+    /// Deletes the files of expired snapshots. Best effort: a file left over is garbage,
+    /// never a problem for readers.
+    pub async fn delete_expired(&self, files: &[String]) {
+        for file in files {
+            if let Err(e) = self.metadata_store.delete(file).await {
+                tracing::warn!(file, error = %e, "could not delete a file of an expired snapshot");
+            }
+        }
+    }
+
+    /// The files only `expired` (the oldest snapshots, in order) use: their manifest lists,
+    /// and manifests that the oldest snapshot kept does not list. A bucket manifest is
+    /// listed by a contiguous run of snapshots, so that is exact.
+    async fn expired_files(
+        &self,
+        metadata: &TableMetadata,
+        expired: &[i64],
+        oldest_kept: i64,
+    ) -> Result<Vec<String>> {
+        let list_of = |id: i64| {
+            metadata
+                .snapshot_by_id(id)
+                .map(|s| s.manifest_list().to_string())
+        };
+        let mut kept = HashSet::new();
+        if let Some(list) = list_of(oldest_kept) {
+            kept.extend(self.manifest_paths(&list, metadata).await?);
+        }
+        let mut files = Vec::new();
+        for id in expired {
+            let Some(list) = list_of(*id) else { continue };
+            for manifest in self.manifest_paths(&list, metadata).await? {
+                if !kept.contains(&manifest) && !files.contains(&manifest) {
+                    files.push(manifest);
+                }
+            }
+            files.push(list);
+        }
+        // Only ever our own metadata files.
+        files.retain(|f| self.metadata_store.holds(f) && f.contains("/metadata/"));
+        Ok(files)
+    }
+
+    async fn manifest_paths(&self, list: &str, metadata: &TableMetadata) -> Result<Vec<String>> {
+        let (bytes, _) = self.metadata_store.get(list).await?;
+        let list =
+            iceberg::spec::ManifestList::parse_with_version(&bytes, metadata.format_version())?;
+        Ok(list
+            .consume_entries()
+            .into_iter()
+            .map(|m| m.manifest_path)
+            .collect())
     }
 
     fn metadata_location(&self, name: &str) -> String {
@@ -643,6 +708,10 @@ impl TableState {
         mut plan: SnapshotPlan,
     ) -> Result<SnapshotOutcome> {
         writer.complete_record_counts(&mut plan.added).await?;
+        if let Some(retention) = plan.deleted_file_retention_ms {
+            self.properties
+                .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
+        }
         if let Some(schema) = plan.schema.take() {
             self.properties.insert(
                 iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
@@ -944,7 +1013,10 @@ impl TableState {
             .ok_or_else(|| Error::CatalogState("metadata builder used after a failed step".into()))
     }
 
-    async fn finish(mut self, writer: &MetadataWriter) -> Result<CommittedTable> {
+    async fn finish(
+        mut self,
+        writer: &MetadataWriter,
+    ) -> Result<(CommittedTable, Vec<i64>, Vec<String>)> {
         self.properties
             .insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
         if !self
@@ -956,11 +1028,28 @@ impl TableState {
                 serde_json::to_string(&name_mapping(&self.schema, &HashMap::new()))?,
             );
         }
-        let metadata = self
+        let retention = self
+            .properties
+            .get(RETENTION_PROPERTY)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(crate::delta::actions::DEFAULT_DELETED_FILE_RETENTION_MS);
+        let mut metadata = self
             .take_builder()?
             .set_properties(self.properties)?
             .build()?
             .metadata;
+        let (expired, oldest_kept) =
+            expirable(&metadata, chrono::Utc::now().timestamp_millis(), retention);
+        let mut expired_files = Vec::new();
+        if let (false, Some(oldest_kept)) = (expired.is_empty(), oldest_kept) {
+            expired_files = writer
+                .expired_files(&metadata, &expired, oldest_kept)
+                .await?;
+            metadata = TableMetadataBuilder::new_from_metadata(metadata, None)
+                .remove_snapshots(&expired)
+                .build()?
+                .metadata;
+        }
         let location = writer.metadata_location(&format!(
             "{:05}-{}.metadata.json",
             metadata.last_sequence_number(),
@@ -970,11 +1059,41 @@ impl TableState {
             .metadata_store
             .put(&location, Bytes::from(serde_json::to_vec(&metadata)?))
             .await?;
-        Ok(CommittedTable {
-            metadata,
-            metadata_location: location,
-        })
+        Ok((
+            CommittedTable {
+                metadata,
+                metadata_location: location,
+            },
+            expired,
+            expired_files,
+        ))
     }
+}
+
+/// The snapshots to expire, oldest first, and the oldest one kept. Delta VACUUM may delete a
+/// file `retention` after the commit that removed it, so a snapshot must go before the next
+/// Delta commit is `retention` old (less a margin); the current snapshot always stays.
+fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i64>, Option<i64>) {
+    let mut snapshots: Vec<_> = metadata.snapshots().collect();
+    snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    let commit_time = |s: &Snapshot| {
+        s.summary()
+            .additional_properties
+            .get(DELTA_COMMIT_TIMESTAMP)
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(s.timestamp_ms())
+    };
+    let mut expired = Vec::new();
+    for pair in snapshots.windows(2) {
+        let (old, next) = (pair[0], pair[1]);
+        if commit_time(next) + retention_ms - EXPIRY_MARGIN_MS <= now_ms {
+            expired.push(old.snapshot_id());
+        } else {
+            break;
+        }
+    }
+    let oldest_kept = snapshots.get(expired.len()).map(|s| s.snapshot_id());
+    (expired, oldest_kept)
 }
 
 /// The live files of a manifest, with the snapshot and sequence numbers they inherit.
