@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
-use super::schema::{check_type_changes, iceberg_schema, physical_names};
+use super::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
 use crate::delta::actions::{
     Add, Metadata, Protocol, deleted_file_retention_ms, num_records, unsupported_feature,
 };
@@ -30,6 +30,8 @@ pub struct IcebergView {
     pub partition_keys: Vec<String>,
     /// The Delta version of the current snapshot, if any.
     pub delta_version: Option<i64>,
+    /// Whether the schema's IDs are Delta's column-mapping IDs.
+    pub column_mapped: bool,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -196,8 +198,13 @@ pub fn plan_commits(
     Ok(plans)
 }
 
+/// The retention in ms; one that cannot be read counts as 0 (expire eagerly: old snapshots
+/// then never point at files VACUUM may already have deleted).
 fn retention(table: &str, metadata: &Metadata) -> Result<i64> {
-    deleted_file_retention_ms(metadata).map_err(|e| Error::malformed(table, e))
+    Ok(deleted_file_retention_ms(metadata).unwrap_or_else(|e| {
+        tracing::warn!(table, error = %e, "expiring old Iceberg snapshots as if the retention were 0");
+        0
+    }))
 }
 
 fn check_features(table: &str, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {
@@ -231,6 +238,15 @@ fn next_schema(
         table: table.to_string(),
         feature: format!("typeWidening ({e})"),
     })?;
+    if let Some(c) = current
+        && !c.column_mapped
+        && c.delta_version.is_some()
+        && max_column_mapping_id(&fields) > 0
+    {
+        return Err(Error::CatalogState(format!(
+            "Delta table {table} turned on column mapping after it was mirrored; its field IDs now come from Delta and would clash with the mirror's. Delete the Glue table and sync again to rebuild it"
+        )));
+    }
     let (previous, last_id, next_id) = match current {
         Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
         None => (None, 0, 0),
@@ -394,6 +410,7 @@ mod tests {
             partition_columns: vec!["p".into()],
             partition_keys: vec!["p".into()],
             delta_version: Some(0),
+            column_mapped: false,
         }
     }
 

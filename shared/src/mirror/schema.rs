@@ -13,7 +13,9 @@ use crate::delta::schema::{DeltaField, DeltaType};
 
 /// Assigns field IDs: a column-mapped field keeps its `delta.columnMapping.id`; any other
 /// reuses the ID it had in the previous Iceberg schema (same name path, same kind of type)
-/// or gets the next unused ID above every column-mapping ID, so an ID never changes meaning.
+/// or gets the next unused ID, so an ID never changes meaning. In a column-mapped schema
+/// the IDs lakemirror assigns (list elements, map keys and values) start at
+/// [`ASSIGNED_ID_BASE`], clear of the IDs Delta hands out to columns added later.
 struct IdAssigner<'a> {
     previous: Option<&'a Schema>,
     last_id: i32,
@@ -52,9 +54,11 @@ pub fn iceberg_schema(
     last_column_id: i32,
     schema_id: i32,
 ) -> Result<Schema, String> {
+    let column_mapped = max_column_mapping_id(fields) > 0;
+    let floor = if column_mapped { ASSIGNED_ID_BASE } else { 0 };
     let mut ids = IdAssigner {
         previous,
-        last_id: last_column_id.max(max_column_mapping_id(fields)),
+        last_id: last_column_id.max(floor),
     };
     let fields = struct_fields(fields, "", &mut ids)?;
     Schema::builder()
@@ -87,7 +91,11 @@ fn struct_fields(
         .collect()
 }
 
-fn max_column_mapping_id(fields: &[DeltaField]) -> i32 {
+/// First ID lakemirror assigns in a column-mapped schema (Delta's own IDs count up from 1).
+pub const ASSIGNED_ID_BASE: i32 = 1_000_000_000;
+
+/// The highest `delta.columnMapping.id` of the schema (0 without column mapping).
+pub fn max_column_mapping_id(fields: &[DeltaField]) -> i32 {
     fn of_type(t: &DeltaType) -> i32 {
         match t {
             DeltaType::Primitive(_) => 0,
@@ -394,8 +402,17 @@ mod tests {
         let s = iceberg_schema(&fields, None, 0, 0).unwrap();
         assert_eq!(s.field_id_by_name("a"), Some(5));
         assert_eq!(s.field_id_by_name("l"), Some(9));
-        // the list element has no Delta ID: it gets one above every column-mapping ID
-        assert_eq!(s.field_id_by_name("l.element"), Some(10));
+        // the list element has no Delta ID: it gets one clear of every ID Delta may hand out
+        assert_eq!(s.field_id_by_name("l.element"), Some(ASSIGNED_ID_BASE + 1));
+        // a column Delta adds later (ID 10) does not collide, and the element keeps its ID
+        let later = delta(
+            r#"{"name":"a","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":5,"delta.columnMapping.physicalName":"col-a"}},
+            {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}},
+            {"name":"n","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":10,"delta.columnMapping.physicalName":"col-n"}}"#,
+        );
+        let s2 = iceberg_schema(&later, Some(&s), s.highest_field_id(), 1).unwrap();
+        assert_eq!(s2.field_id_by_name("n"), Some(10));
+        assert_eq!(s2.field_id_by_name("l.element"), Some(ASSIGNED_ID_BASE + 1));
         let mapping = serde_json::to_value(name_mapping(&s, &physical_names(&fields))).unwrap();
         assert_eq!(mapping[0]["names"], serde_json::json!(["a", "col-a"]));
         assert_eq!(mapping[1]["names"], serde_json::json!(["l", "col-l"]));

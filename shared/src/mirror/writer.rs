@@ -34,6 +34,8 @@ pub const DELTA_VERSION: &str = "delta.version";
 pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
 /// Table property naming the Delta table that is mirrored.
 pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+/// Table property, set when the schema's IDs are Delta's column-mapping IDs.
+pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
 /// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
 pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
 /// Snapshots expire this long before VACUUM may delete the files they still reference.
@@ -98,6 +100,7 @@ impl CommittedTable {
             partition_columns,
             partition_keys,
             delta_version: self.delta_version(),
+            column_mapped: m.properties().contains_key(COLUMN_MAPPED_PROPERTY),
         })
     }
 
@@ -265,7 +268,10 @@ impl MetadataWriter {
     }
 
     async fn manifest_paths(&self, list: &str, metadata: &TableMetadata) -> Result<Vec<String>> {
-        let (bytes, _) = self.metadata_store.get(list).await?;
+        // A list another sync already expired and deleted lists nothing left to delete.
+        let Some(bytes) = self.metadata_store.get_if_exists(list).await? else {
+            return Ok(Vec::new());
+        };
         let list =
             iceberg::spec::ManifestList::parse_with_version(&bytes, metadata.format_version())?;
         Ok(list
@@ -542,6 +548,10 @@ impl TableState {
                 serde_json::to_string(&name_mapping(&schema, &first.physical_names))?,
             ),
         ]);
+        let mut properties = properties;
+        if !first.physical_names.is_empty() {
+            properties.insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
+        }
         // The metadata is assembled, not built: TableMetadataBuilder::new would assign fresh
         // field IDs, and a column-mapped table's IDs must stay Delta's.
         let spec = spec.build().bind(schema.clone())?;
@@ -713,6 +723,10 @@ impl TableState {
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
         if let Some(schema) = plan.schema.take() {
+            if !plan.physical_names.is_empty() {
+                self.properties
+                    .insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
+            }
             self.properties.insert(
                 iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
                 serde_json::to_string(&name_mapping(&schema, &plan.physical_names))?,
@@ -729,7 +743,10 @@ impl TableState {
         // the entries deleted from the buckets below.
         let (mut removed_files, mut removed_records) = (0u64, 0u64);
         let mut deleted_counts = (0u64, 0u64);
+        // Delete files leaving: all of them on a replace (already out of the totals), plus
+        // those retired with their data files below (still in the totals).
         let (mut removed_delete_files, mut removed_position_deletes) = (0u64, 0u64);
+        let (mut retired_delete_files, mut retired_position_deletes) = (0u64, 0u64);
         if plan.replace_all {
             let count = buckets_for(plan.added.len());
             self.bucket_count = count;
@@ -819,8 +836,8 @@ impl TableState {
                     referenced_data_file(&live.data_file).is_some_and(|p| leaving.contains(&p))
                 });
             let added = new_deletes.remove(&bucket).unwrap_or_default();
-            removed_delete_files += deleted.len() as u64;
-            removed_position_deletes += deleted
+            retired_delete_files += deleted.len() as u64;
+            retired_position_deletes += deleted
                 .iter()
                 .map(|d| d.data_file.record_count())
                 .sum::<u64>();
@@ -929,9 +946,11 @@ impl TableState {
             (self.total_files + plan.added.len() as u64).saturating_sub(deleted_counts.0);
         self.total_records = (self.total_records + added_records).saturating_sub(deleted_counts.1);
         self.total_delete_files =
-            (self.total_delete_files + added_delete_files).saturating_sub(removed_delete_files);
+            (self.total_delete_files + added_delete_files).saturating_sub(retired_delete_files);
         self.total_position_deletes = (self.total_position_deletes + added_position_deletes)
-            .saturating_sub(removed_position_deletes);
+            .saturating_sub(retired_position_deletes);
+        removed_delete_files += retired_delete_files;
+        removed_position_deletes += retired_position_deletes;
         removed_files += deleted_counts.0;
         removed_records += deleted_counts.1;
         let timestamp_ms = chrono::Utc::now()
@@ -1070,12 +1089,35 @@ impl TableState {
     }
 }
 
+/// Whether `main` is the table's only branch or tag (TableMetadata has no refs iterator).
+fn main_only(metadata: &TableMetadata) -> bool {
+    serde_json::to_value(metadata)
+        .ok()
+        .and_then(|m| {
+            m.get("refs")
+                .and_then(|r| r.as_object())
+                .map(|refs| refs.keys().all(|name| name == MAIN_BRANCH))
+        })
+        .unwrap_or(false)
+}
+
 /// The snapshots to expire, oldest first, and the oldest one kept. Delta VACUUM may delete a
 /// file `retention` after the commit that removed it, so a snapshot must go before the next
 /// Delta commit is `retention` old (less a margin); the current snapshot always stays.
 fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i64>, Option<i64>) {
     let mut snapshots: Vec<_> = metadata.snapshots().collect();
     snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    // Only a straight history with the main branch alone, as lakemirror writes it: there a
+    // manifest is listed by a run of consecutive snapshots, which makes the file cleanup
+    // exact. Anything else (another tool's branch, tag or rollback) is left alone.
+    let linear = snapshots
+        .windows(2)
+        .all(|p| p[1].parent_snapshot_id() == Some(p[0].snapshot_id()));
+    let current_is_newest =
+        snapshots.last().map(|s| s.snapshot_id()) == metadata.current_snapshot_id();
+    if !linear || !current_is_newest || !main_only(metadata) {
+        return (Vec::new(), None);
+    }
     let commit_time = |s: &Snapshot| {
         s.summary()
             .additional_properties
