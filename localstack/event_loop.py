@@ -36,7 +36,9 @@ import boto3
 import boto3.session
 
 REPO = Path(__file__).resolve().parent.parent
-MOTO_STRICT = REPO / "tests" / "rig" / "moto_strict.py"
+sys.path.insert(0, str(REPO / "tests"))
+from rig import local_aws  # noqa: E402
+
 FUNCTION = "glue-sync"
 
 
@@ -138,38 +140,29 @@ class EventLoop:
         self._logs.clear()
 
     # -- pieces ------------------------------------------------------------------------
-    def _spawn(self, args: list[str], log_name: str, env: dict | None = None, stdout=None) -> subprocess.Popen:
+    def _spawn(self, args: list[str], log_name: str, env: dict | None = None) -> subprocess.Popen:
         log = open(self.settings.log_dir / log_name, "wb")
         self._logs.append(log)
-        proc = subprocess.Popen(args, stdout=stdout or log, stderr=log, env=env, start_new_session=True,
-                                text=True)
+        proc = subprocess.Popen(args, stdout=log, stderr=log, env=env, start_new_session=True)
         self._procs.append(proc)
         return proc
 
     def _start_moto(self) -> str:
-        proc = self._spawn([sys.executable, str(MOTO_STRICT), "--port", "0", "--host", "127.0.0.1"],
-                           "moto.log", stdout=subprocess.PIPE)
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline().strip() if ready else ""
+        log = open(self.settings.log_dir / "moto.log", "wb")
+        self._logs.append(log)
+        proc, line = local_aws.start_moto(stderr=log, start_new_session=True)
+        self._procs.append(proc)
         if not line.startswith("ready "):
             raise RuntimeError(f"moto did not start; see {self.settings.log_dir / 'moto.log'}")
         return line.split()[1]
 
     def aws_env(self) -> dict[str, str]:
         """Environment for anything talking to this loop's AWS endpoint."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint or "",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }
+        return local_aws.aws_env(self.endpoint or "")
 
     def _aws_env(self) -> None:
         os.environ.update(self.aws_env())
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        for name in local_aws.LEAKY_VARIABLES:
             os.environ.pop(name, None)
 
     def _create_resources(self) -> None:
@@ -373,7 +366,6 @@ def demo(loop: EventLoop, commits: int) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    sys.path.insert(0, str(REPO / "tests"))
     from rig import judge
 
     s = loop.settings

@@ -2,9 +2,7 @@
 
 import json
 import os
-import select
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -14,45 +12,25 @@ from typing import Any
 import boto3
 import pytest
 
-from rig import judge
+from rig import judge, local_aws
 
 REPO = Path(__file__).resolve().parent.parent
-MOTO_STRICT = REPO / "tests" / "rig" / "moto_strict.py"
-MOTO_START_TIMEOUT_S = 60
 
 
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory):
     """URL of a strict moto server; also exports the AWS_* env for this process and children."""
     log_path = tmp_path_factory.mktemp("moto") / "moto.log"
-    # stderr (one log line per request) goes to a file: an undrained pipe would block moto.
     with open(log_path, "wb") as log:
-        # --port 0: the OS picks a free port and the ready line reports it, so there is no
-        # window between choosing a port and binding it.
-        proc = subprocess.Popen(
-            [sys.executable, str(MOTO_STRICT), "--port", "0", "--host", "127.0.0.1"],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
+        proc, line = local_aws.start_moto(stderr=log)
     try:
-        line = _read_line(proc, MOTO_START_TIMEOUT_S)
         if not line.startswith("ready "):
             pytest.fail(f"moto_strict did not start (got {line!r}); log:\n{log_path.read_text()[-3000:]}")
         url = line.split()[1]
         mp = pytest.MonkeyPatch()
-        for name, value in {
-            "AWS_ENDPOINT_URL": url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }.items():
+        for name, value in local_aws.aws_env(url).items():
             mp.setenv(name, value)
-        # A developer's real profile or session token must never leak into requests.
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        for name in local_aws.LEAKY_VARIABLES:
             mp.delenv(name, raising=False)
         try:
             yield url
@@ -65,12 +43,6 @@ def moto_endpoint(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
-    """First stdout line of proc, or '' on timeout/exit. select() blocks; no polling sleeps."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
-    return proc.stdout.readline().strip() if ready else ""
 
 
 @pytest.fixture(scope="session")

@@ -122,7 +122,7 @@ impl GlueSyncFunction {
                 retry.extend(ids);
                 continue;
             }
-            let outcome = AssertUnwindSafe(self.sync_one(&trigger))
+            let outcome = AssertUnwindSafe(sync_one(&self.glue, &self.config, &trigger))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
@@ -196,10 +196,6 @@ impl GlueSyncFunction {
             .await?;
         tracing::info!(table = parking.table.as_deref(), delta_version = parking.delta_version, dead_letter_queue = %queue.url(), "event parked in the dead-letter queue");
         Ok(())
-    }
-
-    async fn sync_one(&self, trigger: &TableTrigger) -> Result<SyncReport> {
-        sync_one(&self.glue, &self.config, trigger).await
     }
 }
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import boto3
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from rig import local_aws  # noqa: E402
 BIN = os.environ.get("LAKEMIRROR_BIN", str(REPO / "target" / "release" / "lakemirror"))
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
@@ -25,11 +27,10 @@ SCHEMA = json.dumps({"type": "struct", "fields": [
 
 
 def start_moto():
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "rig" / "moto_strict.py"), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    endpoint = proc.stdout.readline().split()[1]
-    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+    proc, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
+    if not line.startswith("ready "):
+        sys.exit(f"moto did not start: {line!r}")
+    os.environ.update(local_aws.aws_env(line.split()[1]))
     return proc
 
 

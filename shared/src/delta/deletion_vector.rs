@@ -214,13 +214,17 @@ mod tests {
         );
     }
 
-    #[test]
-    fn stored_block_is_checked_and_parsed() {
-        let mut bitmap = RoaringTreemap::new();
-        bitmap.insert(3);
-        bitmap.insert(5_000_000_000);
+    /// A deletion vector as Delta serializes it: the magic number, then the bitmap.
+    fn serialized(positions: &[u64]) -> Vec<u8> {
+        let bitmap: RoaringTreemap = positions.iter().copied().collect();
         let mut data = MAGIC.to_le_bytes().to_vec();
         bitmap.serialize_into(&mut data).unwrap();
+        data
+    }
+
+    #[test]
+    fn stored_block_is_checked_and_parsed() {
+        let data = serialized(&[3, 5_000_000_000]);
         let mut block = (data.len() as u32).to_be_bytes().to_vec();
         block.extend_from_slice(&data);
         block.extend_from_slice(&crc32fast::hash(&data).to_be_bytes());
@@ -239,11 +243,7 @@ mod tests {
 
     #[test]
     fn inline_descriptor_decodes_and_truncates() {
-        let mut bitmap = RoaringTreemap::new();
-        bitmap.insert(0);
-        bitmap.insert(2);
-        let mut data = MAGIC.to_le_bytes().to_vec();
-        bitmap.serialize_into(&mut data).unwrap();
+        let mut data = serialized(&[0, 2]);
         let size = data.len() as i64;
         while !data.len().is_multiple_of(4) {
             data.push(0);

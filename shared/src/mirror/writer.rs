@@ -537,7 +537,7 @@ impl TableState {
             spec = spec.add_partition_field(source, column, Transform::Identity)?;
         }
         let table_uri = writer.data_store.root_uri().to_string();
-        let properties = HashMap::from([
+        let mut properties = HashMap::from([
             (DELTA_TABLE_PROPERTY.to_string(), table_uri.clone()),
             (
                 "write.metadata.path".to_string(),
@@ -548,7 +548,6 @@ impl TableState {
                 serde_json::to_string(&name_mapping(&schema, &first.physical_names))?,
             ),
         ]);
-        let mut properties = properties;
         if !first.physical_names.is_empty() {
             properties.insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
         }
@@ -1115,7 +1114,7 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
         .all(|p| p[1].parent_snapshot_id() == Some(p[0].snapshot_id()));
     let current_is_newest =
         snapshots.last().map(|s| s.snapshot_id()) == metadata.current_snapshot_id();
-    if !linear || !current_is_newest || !main_only(metadata) {
+    if !linear || !current_is_newest {
         return (Vec::new(), None);
     }
     let commit_time = |s: &Snapshot| {
@@ -1133,6 +1132,10 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
         } else {
             break;
         }
+    }
+    // Checked last: it serializes the metadata, and most syncs expire nothing.
+    if expired.is_empty() || !main_only(metadata) {
+        return (Vec::new(), None);
     }
     let oldest_kept = snapshots.get(expired.len()).map(|s| s.snapshot_id());
     (expired, oldest_kept)
