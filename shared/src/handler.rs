@@ -13,9 +13,11 @@ use serde_json::{Value, json};
 use crate::dead_letter::{DeadLetterQueue, Parked};
 use crate::error::{Error, Result};
 use crate::glue::GlueCatalog;
+use crate::mirror::plan::parse_format_version;
 use crate::storage::IoCounters;
 use crate::sync::{GlueSyncRequest, SyncReport, glue_sync};
 use crate::trigger::{Delivery, TableTrigger, deliveries, table_triggers};
+use iceberg::spec::FormatVersion;
 
 /// Configuration of the glue-sync function, from its environment.
 #[derive(Debug, Clone)]
@@ -29,6 +31,9 @@ pub struct GlueSyncConfig {
     /// they are reported as failures, and the queue's redrive policy parks them after
     /// `maxReceiveCount` attempts.
     pub dead_letter_queue_url: Option<String>,
+    /// `ICEBERG_FORMAT_VERSION`: 2 (default) or 3, for tables created from now on; a Delta
+    /// table's `lakemirror.iceberg.format-version` property overrides it.
+    pub format_version: FormatVersion,
 }
 
 impl GlueSyncConfig {
@@ -47,10 +52,19 @@ impl GlueSyncConfig {
             .filter(|p| !p.is_empty())
             .map(str::to_string)
             .collect();
+        let format_version = match var("ICEBERG_FORMAT_VERSION") {
+            None => FormatVersion::V2,
+            Some(value) => parse_format_version(&value).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "ICEBERG_FORMAT_VERSION={value:?}: allowed values are 2 and 3"
+                ))
+            })?,
+        };
         Ok(Self {
             database,
             table_prefixes,
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
+            format_version,
         })
     }
 }
@@ -248,6 +262,7 @@ async fn sync_one(
         table: None,
         metadata_uri: None,
         to_version: None,
+        format_version: config.format_version,
     };
     let report = glue_sync(glue, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {

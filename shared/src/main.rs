@@ -47,6 +47,12 @@ enum Command {
         /// Sync up to this Delta version instead of the newest.
         #[arg(long)]
         to_version: Option<i64>,
+        /// Iceberg format version of a newly created mirror: 2 (deletion vectors become
+        /// position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta
+        /// table property lakemirror.iceberg.format-version overrides it; an existing mirror
+        /// keeps its version.
+        #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
+        iceberg_format_version: String,
     },
     /// Run a Lambda function's handler in this process on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
@@ -74,6 +80,9 @@ enum Function {
         /// they are reported as failed].
         #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
         dead_letter_queue_url: Option<String>,
+        /// Iceberg format version of newly created mirrors (2 or 3), as for glue-sync.
+        #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
+        iceberg_format_version: String,
     },
 }
 
@@ -96,6 +105,7 @@ async fn main() -> ExitCode {
             glue_table,
             metadata_uri,
             to_version,
+            iceberg_format_version,
         } => {
             let request = GlueSyncRequest {
                 table_uri,
@@ -103,6 +113,7 @@ async fn main() -> ExitCode {
                 table: glue_table,
                 metadata_uri,
                 to_version,
+                format_version: format_version(&iceberg_format_version),
             };
             run_glue_sync(&request).await
         }
@@ -113,12 +124,14 @@ async fn main() -> ExitCode {
                     glue_database,
                     table_prefixes,
                     dead_letter_queue_url,
+                    iceberg_format_version,
                 },
         } => {
             let config = GlueSyncConfig {
                 database: glue_database,
                 table_prefixes,
                 dead_letter_queue_url,
+                format_version: format_version(&iceberg_format_version),
             };
             invoke_glue_sync(&event, config).await
         }
@@ -133,6 +146,12 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The format version clap already checked to be "2" or "3".
+fn format_version(value: &str) -> iceberg::spec::FormatVersion {
+    lakemirror::mirror::plan::parse_format_version(value)
+        .unwrap_or(iceberg::spec::FormatVersion::V2)
 }
 
 async fn run_glue_sync(request: &GlueSyncRequest) -> lakemirror::Result<String> {

@@ -30,6 +30,9 @@ pub struct GlueSyncRequest {
     pub metadata_uri: Option<String>,
     /// Stop at this Delta version instead of the newest.
     pub to_version: Option<i64>,
+    /// Format version of a new Iceberg table; the Delta table property
+    /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
+    pub format_version: iceberg::spec::FormatVersion,
 }
 
 /// The outcome of a sync, printed as the last line of the CLI.
@@ -70,7 +73,8 @@ pub async fn glue_sync(
         explicit_table: request.table.clone(),
     };
     let log = DeltaLog::new(data.clone());
-    let writer = MetadataWriter::new(metadata_store.clone(), data.clone());
+    let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
+        .with_format_version(request.format_version);
     let remembered = remembered_properties(&metadata_store, data.root_uri()).await?;
     // A snapshot read to learn the properties is handed to the first plan, not read twice.
     let mut snapshot = None;

@@ -2,6 +2,7 @@
 
 pub mod partition;
 pub mod plan;
+pub mod puffin;
 pub mod schema;
 pub mod writer;
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::spec::{Literal, Operation, PrimitiveType, Schema, Struct, Type};
+use iceberg::spec::{FormatVersion, Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
 use super::partition::partition_literal;
 use super::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
@@ -65,6 +65,9 @@ pub struct SnapshotPlan {
     pub replace_all: bool,
     /// `delta.deletedFileRetentionDuration` in ms, when this version's metadata is known.
     pub deleted_file_retention_ms: Option<i64>,
+    /// The Iceberg format version the Delta table asks for (`lakemirror.iceberg.format-version`);
+    /// only a new table takes it.
+    pub format_version: Option<FormatVersion>,
 }
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
@@ -111,7 +114,32 @@ pub fn plan_full(
         removed: Vec::new(),
         replace_all: true,
         deleted_file_retention_ms: Some(retention(table, metadata)?),
+        format_version: requested_format_version(table, metadata)?,
     })
+}
+
+/// Delta table property choosing the Iceberg format version of the mirror (2 or 3).
+pub const FORMAT_VERSION_PROPERTY: &str = "lakemirror.iceberg.format-version";
+
+/// The format version the Delta table's `lakemirror.iceberg.format-version` asks for.
+fn requested_format_version(table: &str, metadata: &Metadata) -> Result<Option<FormatVersion>> {
+    match metadata.configuration.get(FORMAT_VERSION_PROPERTY).cloned().flatten() {
+        None => Ok(None),
+        Some(value) => parse_format_version(&value).map(Some).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "Delta table {table} has {FORMAT_VERSION_PROPERTY}={value:?}; allowed: 2 (position-delete files, read by Athena) or 3 (Puffin deletion vectors)"
+            ))
+        }),
+    }
+}
+
+/// "2" or "3" as a format version lakemirror writes.
+pub fn parse_format_version(value: &str) -> Option<FormatVersion> {
+    match value.trim() {
+        "2" => Some(FormatVersion::V2),
+        "3" => Some(FormatVersion::V3),
+        _ => None,
+    }
 }
 
 /// Plans one snapshot per commit, each relative to the previous one.
@@ -193,6 +221,7 @@ pub fn plan_commits(
                 .as_ref()
                 .map(|m| retention(table, m))
                 .transpose()?,
+            format_version: None,
         });
     }
     Ok(plans)

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
     ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
     PrimitiveLiteral, SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder,
     Transform, UnboundPartitionSpec,
@@ -20,6 +20,7 @@ use iceberg::spec::{
 use roaring::RoaringTreemap;
 
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
+use super::puffin::deletion_vector_file;
 use super::schema::name_mapping;
 use crate::delta::deletion_vector::{DeletionVector, DvSource, parse_bitmap, parse_stored};
 use crate::error::{Error, Result};
@@ -183,6 +184,8 @@ pub struct MetadataWriter {
     data_store: TableStorage,
     /// In-memory staging for the iceberg writers, which want a FileIO.
     staging: FileIO,
+    /// The format version of tables this writer creates, unless the plan asks for another.
+    format_version: FormatVersion,
 }
 
 impl MetadataWriter {
@@ -191,7 +194,14 @@ impl MetadataWriter {
             metadata_store,
             data_store,
             staging: FileIO::new_with_memory(),
+            format_version: FormatVersion::V2,
         }
+    }
+
+    /// Creates new tables in `format_version` (2 unless told otherwise).
+    pub fn with_format_version(mut self, format_version: FormatVersion) -> Self {
+        self.format_version = format_version;
+        self
     }
 
     /// Writes one snapshot per plan on top of `current` (None: a new table) and the metadata
@@ -324,13 +334,15 @@ impl MetadataWriter {
 }
 
 impl MetadataWriter {
-    /// Writes the rows `file`'s deletion vector deletes as an Iceberg position-delete file
-    /// (under the metadata folder, which Delta VACUUM leaves alone). None for an empty vector.
-    async fn write_position_deletes(
+    /// Writes the rows `file`'s deletion vector deletes as an Iceberg delete file, under the
+    /// metadata folder (which Delta VACUUM leaves alone): a position-delete Parquet file in
+    /// format v2, a Puffin deletion vector in v3. None for an empty vector.
+    async fn write_deletes(
         &self,
         file: &PlannedFile,
         dv: &DeletionVector,
         spec_id: i32,
+        format_version: FormatVersion,
     ) -> Result<Option<DataFile>> {
         let positions = self.read_deletion_vector(&file.location, dv).await?;
         let count = positions.len();
@@ -345,6 +357,12 @@ impl MetadataWriter {
         }
         if count == 0 {
             return Ok(None);
+        }
+        if format_version == FormatVersion::V3 {
+            return self
+                .write_deletion_vector(file, &positions, spec_id)
+                .await
+                .map(Some);
         }
         let bytes = position_delete_parquet(&file.location, &positions)?;
         let location = self
@@ -367,6 +385,36 @@ impl MetadataWriter {
             .referenced_data_file(Some(file.location.clone()))
             .build()
             .map(Some)
+            .map_err(|e| Error::InvalidInput(format!("{location}: {e}")))
+    }
+
+    /// A v3 deletion vector: one Puffin file per data file.
+    async fn write_deletion_vector(
+        &self,
+        file: &PlannedFile,
+        positions: &RoaringTreemap,
+        spec_id: i32,
+    ) -> Result<DataFile> {
+        let puffin = deletion_vector_file(&file.location, positions)?;
+        let location = self
+            .metadata_store
+            .location(&format!("deletes/{}.puffin", uuid::Uuid::new_v4()));
+        let size = puffin.bytes.len() as u64;
+        self.metadata_store
+            .put(&location, puffin.bytes.into())
+            .await?;
+        DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(location.clone())
+            .file_format(DataFileFormat::Puffin)
+            .partition(file.partition.clone())
+            .partition_spec_id(spec_id)
+            .record_count(positions.len())
+            .file_size_in_bytes(size)
+            .referenced_data_file(Some(file.location.clone()))
+            .content_offset(Some(puffin.content_offset))
+            .content_size_in_bytes(Some(puffin.content_size_in_bytes))
+            .build()
             .map_err(|e| Error::InvalidInput(format!("{location}: {e}")))
     }
 
@@ -507,6 +555,9 @@ struct TableState {
     schema: SchemaRef,
     spec: PartitionSpecRef,
     properties: HashMap<String, String>,
+    format_version: FormatVersion,
+    /// v3 row lineage: the first row ID the next snapshot assigns.
+    next_row_id: u64,
     last_sequence_number: i64,
     last_timestamp_ms: i64,
     parent_snapshot_id: Option<i64>,
@@ -554,8 +605,9 @@ impl TableState {
         // The metadata is assembled, not built: TableMetadataBuilder::new would assign fresh
         // field IDs, and a column-mapped table's IDs must stay Delta's.
         let spec = spec.build().bind(schema.clone())?;
-        let created: TableMetadata = serde_json::from_value(serde_json::json!({
-            "format-version": 2,
+        let format_version = first.format_version.unwrap_or(writer.format_version);
+        let mut created = serde_json::json!({
+            "format-version": format_version as u8,
             "table-uuid": uuid::Uuid::new_v4().to_string(),
             "location": table_uri,
             "last-sequence-number": 0,
@@ -573,8 +625,14 @@ impl TableState {
             "snapshot-log": [],
             "metadata-log": [],
             "refs": {},
-        }))?;
+        });
+        if format_version == FormatVersion::V3 {
+            created["next-row-id"] = 0.into();
+        }
+        let created: TableMetadata = serde_json::from_value(created)?;
         Ok(Self {
+            format_version,
+            next_row_id: 0,
             schema: created.current_schema().clone(),
             spec: created.default_partition_spec().clone(),
             properties,
@@ -645,6 +703,8 @@ impl TableState {
             schema: m.current_schema().clone(),
             spec: m.default_partition_spec().clone(),
             properties: m.properties().clone(),
+            format_version: m.format_version(),
+            next_row_id: m.next_row_id(),
             last_sequence_number: m.last_sequence_number(),
             last_timestamp_ms: m.last_updated_ms(),
             parent_snapshot_id: m.current_snapshot().map(|s| s.snapshot_id()),
@@ -786,7 +846,7 @@ impl TableState {
             touched.entry(bucket).or_default().1.push(data_file);
             if let Some(dv) = &file.deletion_vector
                 && let Some(deletes) = writer
-                    .write_position_deletes(file, dv, self.spec.spec_id())
+                    .write_deletes(file, dv, self.spec.spec_id(), self.format_version)
                     .await?
             {
                 new_deletes.entry(bucket).or_default().push(deletes);
@@ -883,9 +943,12 @@ impl TableState {
                 self.schema.clone(),
                 self.spec.as_ref().clone(),
             );
-            let mut manifest = match content {
-                Content::Data => builder.build_v2_data(),
-                Content::Deletes => builder.build_v2_deletes(),
+            let v3 = self.format_version == FormatVersion::V3;
+            let mut manifest = match (content, v3) {
+                (Content::Data, false) => builder.build_v2_data(),
+                (Content::Deletes, false) => builder.build_v2_deletes(),
+                (Content::Data, true) => builder.build_v3_data(),
+                (Content::Deletes, true) => builder.build_v3_deletes(),
             };
             for live in &kept {
                 manifest.add_existing_file(
@@ -922,12 +985,35 @@ impl TableState {
         // The manifest list: every bucket's newest manifest.
         let list_location =
             writer.metadata_location(&format!("snap-{snapshot_id}-{}.avro", uuid::Uuid::new_v4()));
-        let mut list = ManifestListWriter::v2(
-            writer.staging.new_output(&list_location)?.writer().await?,
-            snapshot_id,
-            self.parent_snapshot_id,
-            sequence_number,
-        );
+        let output = writer.staging.new_output(&list_location)?.writer().await?;
+        let first_row_id = self.next_row_id;
+        let mut list = if self.format_version == FormatVersion::V3 {
+            // Row lineage: every data manifest without row IDs gets a range of them (a
+            // rewritten bucket gets new ones; Delta's row tracking is not carried over).
+            for manifest in self.manifests.values_mut() {
+                if manifest.content == ManifestContentType::Data && manifest.first_row_id.is_none()
+                {
+                    manifest.first_row_id = Some(self.next_row_id);
+                    let rows = manifest.existing_rows_count.unwrap_or(0)
+                        + manifest.added_rows_count.unwrap_or(0);
+                    self.next_row_id = self.next_row_id.saturating_add(rows);
+                }
+            }
+            ManifestListWriter::v3(
+                output,
+                snapshot_id,
+                self.parent_snapshot_id,
+                sequence_number,
+                Some(first_row_id),
+            )
+        } else {
+            ManifestListWriter::v2(
+                output,
+                snapshot_id,
+                self.parent_snapshot_id,
+                sequence_number,
+            )
+        };
         list.add_manifests(self.manifests.values().cloned())?;
         list.close().await?;
         writer.publish_from_staging(&list_location).await?;
@@ -1007,8 +1093,14 @@ impl TableState {
             .with_timestamp_ms(timestamp_ms)
             .with_manifest_list(list_location)
             .with_summary(summary)
-            .with_schema_id(self.schema.schema_id())
-            .build();
+            .with_schema_id(self.schema.schema_id());
+        let snapshot = if self.format_version == FormatVersion::V3 {
+            snapshot
+                .with_row_range(first_row_id, self.next_row_id - first_row_id)
+                .build()
+        } else {
+            snapshot.build()
+        };
         self.builder = Some(
             self.take_builder()?
                 .set_branch_snapshot(snapshot, MAIN_BRANCH)?,
