@@ -1,5 +1,6 @@
 //! The Delta -> Iceberg mirror: schema and partition mapping, planning, metadata writing.
 
+pub mod metrics;
 pub mod partition;
 pub mod plan;
 pub mod puffin;

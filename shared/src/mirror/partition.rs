@@ -75,7 +75,7 @@ fn timestamp_micros(raw: &str) -> Option<i64> {
 }
 
 /// `"-12.5"` at scale 2 -> -1250. Refuses values with more fractional digits than the scale.
-fn unscaled_decimal(raw: &str, scale: u32) -> Option<i128> {
+pub(crate) fn unscaled_decimal(raw: &str, scale: u32) -> Option<i128> {
     let (negative, digits) = match raw.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, raw.strip_prefix('+').unwrap_or(raw)),

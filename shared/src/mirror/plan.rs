@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use iceberg::spec::{FormatVersion, Literal, Operation, PrimitiveType, Schema, Struct, Type};
 
+use super::metrics::{ColumnMetrics, column_metrics};
 use super::partition::partition_literal;
 use super::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
 use crate::delta::actions::{
@@ -32,6 +33,8 @@ pub struct IcebergView {
     pub delta_version: Option<i64>,
     /// Whether the schema's IDs are Delta's column-mapping IDs.
     pub column_mapped: bool,
+    /// Physical names of column-mapped fields by field ID: the keys of `add.stats`.
+    pub physical_names: HashMap<i32, String>,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -45,6 +48,8 @@ pub struct PlannedFile {
     pub record_count: Option<u64>,
     /// Rows Delta deleted from this file; they become an Iceberg position-delete file.
     pub deletion_vector: Option<DeletionVector>,
+    /// Column bounds and counts proven by `add.stats`.
+    pub metrics: ColumnMetrics,
 }
 
 /// One Iceberg snapshot to write, for one Delta version.
@@ -94,6 +99,7 @@ pub fn plan_full(
                 &schema,
                 &metadata.partition_columns,
                 &next.partition_keys,
+                &next.physical_names,
                 add,
             )
         })
@@ -164,14 +170,23 @@ pub fn plan_commits(
         let mut new_schema = None;
         let mut physical = HashMap::new();
         if let Some(metadata) = &commit.metadata {
-            if metadata.partition_columns != view.partition_columns {
+            let next = next_schema(table, Some(&view), metadata)?;
+            // With column mapping a partition column is its physical name: renaming it
+            // keeps the partitioning (Iceberg partitions by field ID).
+            let same_partitioning = if view.column_mapped {
+                next.partition_keys == view.partition_keys
+            } else {
+                metadata.partition_columns == view.partition_columns
+            };
+            if !same_partitioning {
                 return Err(Error::InvalidInput(format!(
                     "Delta table {table} changed its partition columns at version {} from {:?} to {:?}; lakemirror cannot evolve the Iceberg partitioning yet. Delete the Glue table and sync again to rebuild it",
                     commit.version, view.partition_columns, metadata.partition_columns
                 )));
             }
-            let next = next_schema(table, Some(&view), metadata)?;
+            view.partition_columns = metadata.partition_columns.clone();
             view.partition_keys = next.partition_keys;
+            view.physical_names = next.physical_names.clone();
             let (schema, changed) = (next.schema, next.changed);
             if changed {
                 physical = next.physical_names;
@@ -190,6 +205,7 @@ pub fn plan_commits(
                     &view.schema,
                     &view.partition_columns,
                     &view.partition_keys,
+                    &view.physical_names,
                     add,
                 )
             })
@@ -320,6 +336,7 @@ fn planned_file(
     schema: &Schema,
     partition_columns: &[String],
     partition_keys: &[String],
+    physical_names: &HashMap<i32, String>,
     add: &Add,
 ) -> Result<PlannedFile> {
     let location = data_file_location(root_uri, &add.path)?;
@@ -339,6 +356,7 @@ fn planned_file(
             .map_err(|_| Error::malformed(root_uri, format!("{}: negative size", add.path)))?,
         record_count: num_records(add.stats.as_deref()),
         deletion_vector: add.deletion_vector.clone(),
+        metrics: column_metrics(add.stats.as_deref(), schema, physical_names),
     })
 }
 
@@ -440,6 +458,7 @@ mod tests {
             partition_keys: vec!["p".into()],
             delta_version: Some(0),
             column_mapped: false,
+            physical_names: HashMap::new(),
         }
     }
 
@@ -558,6 +577,63 @@ mod tests {
         // re-stating the same metadata is not a schema change
         let same = plan_commits(ROOT, &view, &[commit(1, &[metadata(SCHEMA)])]).unwrap();
         assert!(same[0].schema.is_none());
+    }
+
+    #[test]
+    fn a_renamed_partition_column_keeps_the_partitioning_with_column_mapping() {
+        let cm_schema = |p: &str| {
+            format!(
+                r#"{{\"type\":\"struct\",\"fields\":[{{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{{\"delta.columnMapping.id\":1,\"delta.columnMapping.physicalName\":\"col-1\"}}}},{{\"name\":\"{p}\",\"type\":\"date\",\"nullable\":true,\"metadata\":{{\"delta.columnMapping.id\":2,\"delta.columnMapping.physicalName\":\"col-2\"}}}}]}}"#
+            )
+        };
+        let cm_metadata = |p: &str| {
+            metadata(&cm_schema(p))
+                .replace(r#"["p"]"#, &format!(r#"["{p}"]"#))
+                .replace(
+                    r#""configuration":{}"#,
+                    r#""configuration":{"delta.columnMapping.mode":"name"}"#,
+                )
+        };
+        let created = snapshot_of(&[commit(0, &[protocol(2, ""), cm_metadata("p")])]);
+        let plan = plan_full(ROOT, None, &created).unwrap();
+        let schema = plan.schema.unwrap();
+        let view = IcebergView {
+            last_column_id: schema.highest_field_id(),
+            next_schema_id: schema.schema_id() + 1,
+            schema,
+            partition_columns: vec!["p".into()],
+            partition_keys: vec!["col-2".into()],
+            delta_version: Some(0),
+            column_mapped: true,
+            physical_names: plan.physical_names,
+        };
+        let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
+        let plans =
+            plan_commits(ROOT, &view, &[commit(1, &[cm_metadata("day"), add.into()])]).unwrap();
+        let schema = plans[0]
+            .schema
+            .as_ref()
+            .expect("the rename is a schema change");
+        assert_eq!(schema.field_id_by_name("day"), Some(2));
+        assert_eq!(plans[0].partition_columns, vec!["day".to_string()]);
+        assert_eq!(
+            plans[0].added[0].partition,
+            Struct::from_iter([Some(Literal::date(19724))])
+        );
+        // Without column mapping, another partition column is another partitioning.
+        let err = plan_commits(
+            ROOT,
+            &view_after_create(),
+            &[commit(
+                1,
+                &[metadata(SCHEMA).replace(r#"["p"]"#, r#"["id"]"#)],
+            )],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("changed its partition columns"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -94,7 +94,12 @@ impl CommittedTable {
                     .unwrap_or_else(|| column.clone())
             })
             .collect();
+        let mut physical_names = HashMap::new();
+        if let Some(mapping) = &mapping {
+            collect_physical_names(mapping.fields(), &mut physical_names);
+        }
         Ok(IcebergView {
+            physical_names,
             schema: schema.as_ref().clone(),
             last_column_id: m.last_column_id(),
             next_schema_id: m.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
@@ -114,6 +119,21 @@ impl CommittedTable {
             .get(DELTA_VERSION)?
             .parse()
             .ok()
+    }
+}
+
+/// Field ID -> the last name the name mapping gives it (the physical name, with column
+/// mapping; else the name itself).
+fn collect_physical_names(
+    fields: &[impl std::borrow::Borrow<iceberg::spec::MappedField>],
+    out: &mut HashMap<i32, String>,
+) {
+    for field in fields {
+        let field = field.borrow();
+        if let (Some(id), Some(name)) = (field.field_id(), field.names().last()) {
+            out.insert(id, name.clone());
+        }
+        collect_physical_names(field.fields(), out);
     }
 }
 
@@ -1266,6 +1286,10 @@ fn data_file(file: &PlannedFile, spec_id: i32) -> Result<DataFile> {
         .partition_spec_id(spec_id)
         .record_count(record_count)
         .file_size_in_bytes(file.size)
+        .value_counts(file.metrics.value_counts.clone())
+        .null_value_counts(file.metrics.null_value_counts.clone())
+        .lower_bounds(file.metrics.lower_bounds.clone())
+        .upper_bounds(file.metrics.upper_bounds.clone())
         .build()
         .map_err(|e| Error::InvalidInput(format!("{}: {e}", file.location)))
 }
