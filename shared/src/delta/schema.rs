@@ -1,5 +1,7 @@
 //! The Delta schema (`metaData.schemaString`), parsed into plain data.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 /// A Delta data type.
@@ -33,6 +35,9 @@ pub struct DeltaField {
     /// `delta.typeChanges`: the widenings this field (or a nested element) went through,
     /// as (from, to) Delta type names; older files still hold the narrower type.
     pub type_changes: Vec<(String, String)>,
+    /// `delta.columnMapping.nested.ids` (IcebergCompat tables): IDs of the list elements and
+    /// map keys/values inside this field, by path (`<physical name>.element`, `….key`, …).
+    pub nested_ids: HashMap<String, i32>,
 }
 
 impl DeltaField {
@@ -129,7 +134,23 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let nested_ids = metadata
+        .and_then(|m| m.get("delta.columnMapping.nested.ids"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(path, id)| {
+            id.as_i64()
+                .and_then(|id| i32::try_from(id).ok())
+                .filter(|id| *id > 0)
+                .map(|id| (path.clone(), id))
+                .ok_or_else(|| {
+                    format!("field {name}: delta.columnMapping.nested.ids {path} = {id} is not a positive int")
+                })
+        })
+        .collect::<Result<HashMap<_, _>, String>>()?;
     Ok(DeltaField {
+        nested_ids,
         name: name.to_string(),
         data_type: parse_type(
             value

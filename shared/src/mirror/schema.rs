@@ -83,7 +83,11 @@ fn struct_fields(
                 Some(id) => id,
                 None => ids.id_for(&path, &shape),
             };
-            let field_type = typed(&f.data_type, &path, ids)?;
+            let nested = NestedIds {
+                ids: &f.nested_ids,
+                path: f.physical_name().to_string(),
+            };
+            let field_type = typed(&f.data_type, &path, ids, &nested)?;
             // Every column is optional: Delta allows files written before a column existed,
             // and readers must return null for them rather than fail.
             Ok(Arc::new(NestedField::optional(id, &f.name, field_type)))
@@ -162,7 +166,36 @@ fn shape(t: &DeltaType, path: &str) -> Result<Type, String> {
     })
 }
 
-fn typed(t: &DeltaType, path: &str, ids: &mut IdAssigner) -> Result<Type, String> {
+/// The `delta.columnMapping.nested.ids` of the struct field a list or map sits in, and the
+/// path of the current element inside it (`<physical name>.element.key` …).
+struct NestedIds<'a> {
+    ids: &'a HashMap<String, i32>,
+    path: String,
+}
+
+impl<'a> NestedIds<'a> {
+    fn child(&self, name: &str) -> NestedIds<'a> {
+        NestedIds {
+            ids: self.ids,
+            path: format!("{}.{name}", self.path),
+        }
+    }
+
+    /// Delta's ID for this element, else one from the assigner.
+    fn id(&self, ids: &mut IdAssigner, path: &str, shape: &Type) -> i32 {
+        match self.ids.get(&self.path) {
+            Some(id) => *id,
+            None => ids.id_for(path, shape),
+        }
+    }
+}
+
+fn typed(
+    t: &DeltaType,
+    path: &str,
+    ids: &mut IdAssigner,
+    nested: &NestedIds,
+) -> Result<Type, String> {
     Ok(match t {
         DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
         DeltaType::Struct(fields) => Type::Struct(StructType::new(struct_fields(
@@ -175,8 +208,9 @@ fn typed(t: &DeltaType, path: &str, ids: &mut IdAssigner) -> Result<Type, String
             contains_null: _,
         } => {
             let element_path = format!("{path}.element");
-            let id = ids.id_for(&element_path, &shape(element, &element_path)?);
-            let element_type = typed(element, &element_path, ids)?;
+            let inner = nested.child("element");
+            let id = inner.id(ids, &element_path, &shape(element, &element_path)?);
+            let element_type = typed(element, &element_path, ids, &inner)?;
             Type::List(ListType::new(Arc::new(NestedField::list_element(
                 id,
                 element_type,
@@ -189,10 +223,11 @@ fn typed(t: &DeltaType, path: &str, ids: &mut IdAssigner) -> Result<Type, String
             value_contains_null: _,
         } => {
             let (key_path, value_path) = (format!("{path}.key"), format!("{path}.value"));
-            let key_id = ids.id_for(&key_path, &shape(key, &key_path)?);
-            let key_type = typed(key, &key_path, ids)?;
-            let value_id = ids.id_for(&value_path, &shape(value, &value_path)?);
-            let value_type = typed(value, &value_path, ids)?;
+            let (key_ids, value_ids) = (nested.child("key"), nested.child("value"));
+            let key_id = key_ids.id(ids, &key_path, &shape(key, &key_path)?);
+            let key_type = typed(key, &key_path, ids, &key_ids)?;
+            let value_id = value_ids.id(ids, &value_path, &shape(value, &value_path)?);
+            let value_type = typed(value, &value_path, ids, &value_ids)?;
             Type::Map(MapType::new(
                 Arc::new(NestedField::map_key_element(key_id, key_type)),
                 Arc::new(NestedField::map_value_element(value_id, value_type, false)),
@@ -391,6 +426,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(new.field_id_by_name("c"), old.field_id_by_name("c"));
+    }
+
+    #[test]
+    fn nested_ids_of_icebergcompat_tables_number_elements_keys_and_values() {
+        // As Databricks writes them with IcebergCompat: the Parquet files carry these IDs.
+        let fields = delta(
+            r#"{"name":"m","type":{"type":"map","keyType":"string","valueType":{"type":"array","elementType":"long","containsNull":true},"valueContainsNull":true},"nullable":true,
+                "metadata":{"delta.columnMapping.id":3,"delta.columnMapping.physicalName":"col-m",
+                            "delta.columnMapping.nested.ids":{"col-m.key":4,"col-m.value":5,"col-m.value.element":6}}},
+               {"name":"s","type":{"type":"struct","fields":[{"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,
+                   "metadata":{"delta.columnMapping.id":8,"delta.columnMapping.physicalName":"col-l","delta.columnMapping.nested.ids":{"col-l.element":9}}}]},"nullable":true,
+                "metadata":{"delta.columnMapping.id":7,"delta.columnMapping.physicalName":"col-s"}}"#,
+        );
+        let s = iceberg_schema(&fields, None, 0, 0).unwrap();
+        assert_eq!(s.field_id_by_name("m.key"), Some(4));
+        assert_eq!(s.field_id_by_name("m.value"), Some(5));
+        assert_eq!(s.field_id_by_name("m.value.element"), Some(6));
+        assert_eq!(s.field_id_by_name("s.l.element"), Some(9));
+        let bad = r#"{"type":"struct","fields":[{"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"metadata":{"delta.columnMapping.nested.ids":{"x.element":"nine"}}}]}"#;
+        assert!(
+            crate::delta::schema::parse_schema(bad)
+                .unwrap_err()
+                .contains("nested.ids")
+        );
     }
 
     #[test]
