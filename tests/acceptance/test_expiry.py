@@ -7,6 +7,7 @@ import json
 import time
 
 import boto3
+import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -61,3 +62,36 @@ def test_snapshots_expire_with_deltas_retention_and_only_their_metadata_goes(buc
     assert all(lst.split(f"{bucket}/", 1)[1] in remaining for lst in lists[2:])
     assert data_files <= remaining, "never a data file"
     assert_mirrors(uri, glue_database, "events", result, storage_options=judge.delta_storage_options())
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_delete_files_of_expired_snapshots_go_and_live_ones_stay(format_version, tmp_path, bucket, glue_database, upload_dir, lakemirror, s3):
+    # The deletion-vector history of test_deletion_vectors (a's vector replaced at v3, b and its
+    # vector removed at v4), with commits 30, 25, ... 10 days old: every snapshot but the
+    # newest expires, and the delete files only they used must go with them.
+    from acceptance.test_deletion_vectors import write_table_history
+
+    root = tmp_path / "t"
+    history = write_table_history(root, partitioned=False)
+    now = int(time.time() * 1000)
+    for version in range(len(history)):
+        commit = root / "_delta_log" / f"{version:020}.json"
+        lines = [json.loads(line) for line in commit.read_text().splitlines()]
+        lines[0]["commitInfo"]["timestamp"] = now - (30 - 5 * version) * DAY_MS
+        commit.write_text("\n".join(json.dumps(line) for line in lines))
+    upload_dir(root, bucket, "tables/dv")
+    uri = f"s3://{bucket}/tables/dv"
+    data_files = {k for k in keys(s3, bucket, "tables/dv/") if "/_lakemirror/" not in k}
+    for version in range(len(history)):
+        result = lakemirror("glue-sync", "--table-uri", uri, "--database", glue_database, "--table", "t",
+                            "--to-version", version, "--iceberg-format-version", format_version)
+
+    assert [int(s["summary"]["delta.version"]) for s in judge.iceberg_snapshots(glue_database, "t")] == [4]
+    assert_mirrors(uri, glue_database, "t", result, storage_options=judge.delta_storage_options())
+    tbl = judge.glue_catalog().load_table((glue_database, "t"))
+    live = {entry.data_file.file_path.split(f"{bucket}/", 1)[1]
+            for manifest in tbl.current_snapshot().manifests(tbl.io) if manifest.content.name == "DELETES"
+            for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)}
+    assert len(live) == 1, "a's last vector is the only one live"
+    assert keys(s3, bucket, "tables/dv/_lakemirror/iceberg/deletes/") == live
+    assert data_files <= keys(s3, bucket, "tables/dv/"), "no data file or Delta deletion vector is ever deleted"

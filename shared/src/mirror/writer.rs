@@ -265,8 +265,10 @@ impl MetadataWriter {
     }
 
     /// The files only `expired` (the oldest snapshots, in order) use: their manifest lists,
-    /// and manifests that the oldest snapshot kept does not list. A bucket manifest is
-    /// listed by a contiguous run of snapshots, so that is exact.
+    /// manifests that the oldest snapshot kept does not list (a bucket manifest is listed by
+    /// a contiguous run of snapshots, so that is exact), and the delete files those
+    /// manifests name that are not live in the oldest snapshot kept (a later snapshot never
+    /// brings back a delete file that was retired).
     async fn expired_files(
         &self,
         metadata: &TableMetadata,
@@ -278,37 +280,69 @@ impl MetadataWriter {
                 .snapshot_by_id(id)
                 .map(|s| s.manifest_list().to_string())
         };
-        let mut kept = HashSet::new();
-        if let Some(list) = list_of(oldest_kept) {
-            kept.extend(self.manifest_paths(&list, metadata).await?);
-        }
+        let kept_manifests = match list_of(oldest_kept) {
+            Some(list) => self.manifests_of(&list, metadata).await?,
+            None => Vec::new(),
+        };
+        let kept: HashSet<&str> = kept_manifests
+            .iter()
+            .map(|m| m.manifest_path.as_str())
+            .collect();
         let mut files = Vec::new();
+        let mut expired_delete_manifests = Vec::new();
         for id in expired {
             let Some(list) = list_of(*id) else { continue };
-            for manifest in self.manifest_paths(&list, metadata).await? {
-                if !kept.contains(&manifest) && !files.contains(&manifest) {
-                    files.push(manifest);
+            for manifest in self.manifests_of(&list, metadata).await? {
+                if !kept.contains(manifest.manifest_path.as_str())
+                    && !files.contains(&manifest.manifest_path)
+                {
+                    files.push(manifest.manifest_path.clone());
+                    if manifest.content == ManifestContentType::Deletes {
+                        expired_delete_manifests.push(manifest);
+                    }
                 }
             }
             files.push(list);
         }
-        // Only ever our own metadata files.
-        files.retain(|f| self.metadata_store.holds(f) && f.contains("/metadata/"));
+        if !expired_delete_manifests.is_empty() {
+            let mut live = HashSet::new();
+            for manifest in kept_manifests
+                .iter()
+                .filter(|m| m.content == ManifestContentType::Deletes)
+            {
+                for file in read_live_files(self, manifest).await? {
+                    live.insert(file.data_file.file_path().to_string());
+                }
+            }
+            for manifest in &expired_delete_manifests {
+                for file in read_entries(self, manifest).await? {
+                    let path = file.file_path();
+                    let ours = self.metadata_store.holds(path) && path.contains("/deletes/");
+                    if ours && !live.contains(path) && !files.iter().any(|f| f == path) {
+                        files.push(path.to_string());
+                    }
+                }
+            }
+        }
+        // Only ever our own metadata files: never a data file.
+        files.retain(|f| {
+            self.metadata_store.holds(f) && (f.contains("/metadata/") || f.contains("/deletes/"))
+        });
         Ok(files)
     }
 
-    async fn manifest_paths(&self, list: &str, metadata: &TableMetadata) -> Result<Vec<String>> {
+    async fn manifests_of(
+        &self,
+        list: &str,
+        metadata: &TableMetadata,
+    ) -> Result<Vec<ManifestFile>> {
         // A list another sync already expired and deleted lists nothing left to delete.
         let Some(bytes) = self.metadata_store.get_if_exists(list).await? else {
             return Ok(Vec::new());
         };
         let list =
             iceberg::spec::ManifestList::parse_with_version(&bytes, metadata.format_version())?;
-        Ok(list
-            .consume_entries()
-            .into_iter()
-            .map(|m| m.manifest_path)
-            .collect())
+        Ok(list.consume_entries().into_iter().collect())
     }
 
     fn metadata_location(&self, name: &str) -> String {
@@ -1251,6 +1285,22 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
     }
     let oldest_kept = snapshots.get(expired.len()).map(|s| s.snapshot_id());
     (expired, oldest_kept)
+}
+
+/// Every file a manifest names, live or deleted; none when another sync already deleted it.
+async fn read_entries(writer: &MetadataWriter, manifest: &ManifestFile) -> Result<Vec<DataFile>> {
+    let location = &manifest.manifest_path;
+    let Some(bytes) = writer.metadata_store.get_if_exists(location).await? else {
+        return Ok(Vec::new());
+    };
+    writer.staging.new_output(location)?.write(bytes).await?;
+    let loaded = manifest.load_manifest(&writer.staging).await;
+    writer.staging.delete(&manifest.manifest_path).await?;
+    Ok(loaded?
+        .entries()
+        .iter()
+        .map(|e| e.data_file().clone())
+        .collect())
 }
 
 /// The live files of a manifest, with the snapshot and sequence numbers they inherit.
