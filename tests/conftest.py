@@ -172,3 +172,29 @@ def put_future_protocol_table(bucket: str, prefix: str, versions: int = 1) -> li
         client.put_object(Bucket=bucket, Key=key, Body="\n".join(json.dumps(a) for a in actions).encode())
         keys.append(key)
     return keys
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster for the session (tests/rig/postgres.py)."""
+    from rig import postgres
+
+    try:
+        server = postgres.start()
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        pytest.fail(f"cannot start PostgreSQL: {e} {detail.decode(errors='replace')[-2000:]}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A fresh database per test: its URL (with the password, as a user would pass it)."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = postgres_server.url
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    return admin.replace("/postgres?", f"/{name}?")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: sets up what the tests need on a fresh machine, then runs every test.
 #   Rust unit tests (planning, log replay, type mapping) and the end-to-end tests in tests/,
-#   which start their own moto S3/Glue and judge the mirror with pyiceberg, DuckDB and delta-rs.
+#   which start their own moto S3/Glue and PostgreSQL and judge with pyiceberg, DuckDB and delta-rs.
 # Environment: LAKEMIRROR_DELTA_TABLES (default ../shared/delta-tables), CARGO_TARGET_DIR,
 # LAKEMIRROR_CACHE (where the Python venv is kept, default ~/.cache/lakemirror).
 set -euo pipefail
@@ -10,6 +10,17 @@ export LAKEMIRROR_DELTA_TABLES="${LAKEMIRROR_DELTA_TABLES:-$(pwd)/../shared/delt
 if [ ! -f "$LAKEMIRROR_DELTA_TABLES/expected.json" ]; then
   echo "error: the shared Delta test tables are missing at $LAKEMIRROR_DELTA_TABLES; set LAKEMIRROR_DELTA_TABLES" >&2
   exit 1
+fi
+# PostgreSQL for the reverse-sync tests: Debian's package (tests start their own cluster).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing PostgreSQL (Debian package postgresql) for the reverse-sync tests" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2 \
+      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2; }
+  else
+    echo "error: PostgreSQL server binaries are missing: apt-get install postgresql" >&2
+    exit 1
+  fi
 fi
 venv="$(tests/rig/venv.sh)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"

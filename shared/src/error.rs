@@ -73,6 +73,14 @@ pub enum Error {
     /// JSON (de)serialization failed.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// Reading Delta rows into Arrow failed.
+    #[error("reading rows: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+
+    /// A PostgreSQL statement or connection failed.
+    #[error("PostgreSQL: {message}")]
+    Postgres { message: String, retryable: bool },
 }
 
 impl Error {
@@ -81,7 +89,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::CommitConflict(_) | Error::DeadLetter(_) => true,
-            Error::Glue { retryable, .. } => *retryable,
+            Error::Glue { retryable, .. } | Error::Postgres { retryable, .. } => *retryable,
             // NotFound stays retryable: a commit cleaned up between listing and reading is
             // found missing on the next try, which takes the rebuild path.
             Error::Storage(e) => !matches!(

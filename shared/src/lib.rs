@@ -11,11 +11,13 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod crash;
 pub mod dead_letter;
 pub mod delta;
 pub mod error;
 pub mod glue;
 pub mod handler;
+pub mod lakebase;
 pub mod mirror;
 pub mod storage;
 pub mod sync;

@@ -54,6 +54,49 @@ enum Command {
         #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
         iceberg_format_version: String,
     },
+    /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
+    /// low-latency reads: all tables of a TOML config file (--config), or one table given by
+    /// flags. A full refresh loads the newest Delta version with binary COPY into a new table
+    /// and swaps it in within one transaction (grants kept); lakemirror.sync_state records
+    /// the version. One JSON report line per table on stdout.
+    ///
+    /// Connection: --postgres-url, else the libpq environment (PGHOST, PGPORT, PGUSER,
+    /// PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT). sslmode require encrypts,
+    /// verify-full also checks the server's certificate and name. A Lakebase OAuth token works
+    /// as the password. The password never appears in output.
+    LakebaseSync {
+        /// A TOML file with [[tables]] entries (keys source.path, source.catalog/schema/table,
+        /// sync.mode, sync.primary_key, sync.conflict_on_existing, sync.interval,
+        /// target.table_name). Cannot be combined with the one-table flags.
+        #[arg(long, conflicts_with_all = ["source_path", "source_table"])]
+        config: Option<std::path::PathBuf>,
+        /// source.path: the Delta table URI (s3://…, file://… or a local path).
+        #[arg(long)]
+        source_path: Option<String>,
+        /// source.catalog.schema.table: a Unity Catalog table (not supported yet).
+        #[arg(long)]
+        source_table: Option<String>,
+        /// sync.mode: full_refresh or incremental (not available yet) [default: full_refresh].
+        #[arg(long)]
+        mode: Option<String>,
+        /// sync.primary_key: key column(s), comma-separated; becomes the PRIMARY KEY.
+        #[arg(long)]
+        primary_key: Option<String>,
+        /// sync.conflict_on_existing: error or replace, when the target exists and lakemirror
+        /// did not create it [default: error].
+        #[arg(long)]
+        conflict_on_existing: Option<String>,
+        /// target.table_name: table or schema.table, parts optionally "double-quoted"
+        /// [default: the source folder's name in public].
+        #[arg(long)]
+        target_table: Option<String>,
+        /// sync.interval: how often a scheduled deployment syncs, e.g. "15 minutes".
+        #[arg(long)]
+        interval: Option<String>,
+        /// postgres://user[:password]@host:port/database?sslmode=verify-full
+        #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
+        postgres_url: Option<String>,
+    },
     /// Run a Lambda function's handler in this process on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
     Invoke {
@@ -117,6 +160,34 @@ async fn main() -> ExitCode {
             };
             run_glue_sync(&request).await
         }
+        Command::LakebaseSync {
+            config,
+            source_path,
+            source_table,
+            mode,
+            primary_key,
+            conflict_on_existing,
+            target_table,
+            interval,
+            postgres_url,
+        } => {
+            let tables = match config {
+                Some(path) => lakemirror::lakebase::read_config(&path),
+                None => one_table(
+                    source_path,
+                    source_table,
+                    mode,
+                    primary_key,
+                    conflict_on_existing,
+                    target_table,
+                    interval,
+                ),
+            };
+            match tables {
+                Ok(tables) => run_lakebase_sync(&tables, postgres_url.as_deref()).await,
+                Err(e) => Err(e),
+            }
+        }
         Command::Invoke {
             function:
                 Function::GlueSync {
@@ -145,6 +216,91 @@ async fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The one table the flags describe.
+fn one_table(
+    source_path: Option<String>,
+    source_table: Option<String>,
+    mode: Option<String>,
+    primary_key: Option<String>,
+    conflict_on_existing: Option<String>,
+    target_table: Option<String>,
+    interval: Option<String>,
+) -> lakemirror::Result<Vec<lakemirror::lakebase::SyncedTable>> {
+    use lakemirror::lakebase::config::{PrimaryKey, SourceKeys, SyncKeys, TableKeys, TargetKeys};
+    let mut source = SourceKeys {
+        path: source_path,
+        ..Default::default()
+    };
+    if let Some(name) = source_table {
+        let parts: Vec<&str> = name.split('.').collect();
+        let [catalog, schema, table] = parts.as_slice() else {
+            return Err(lakemirror::Error::InvalidInput(format!(
+                "--source-table {name:?}: write catalog.schema.table"
+            )));
+        };
+        source.catalog = Some(catalog.to_string());
+        source.schema = Some(schema.to_string());
+        source.table = Some(table.to_string());
+    }
+    let keys = TableKeys {
+        source,
+        sync: SyncKeys {
+            interval,
+            mode,
+            conflict_on_existing,
+            primary_key: primary_key.map(PrimaryKey::One),
+        },
+        target: TargetKeys {
+            table_name: target_table,
+        },
+    };
+    Ok(vec![keys.check()?])
+}
+
+/// Syncs each table in turn; every table is tried, the first error is returned at the end.
+async fn run_lakebase_sync(
+    tables: &[lakemirror::lakebase::SyncedTable],
+    postgres_url: Option<&str>,
+) -> lakemirror::Result<String> {
+    let connection = lakemirror::lakebase::Connection::new(postgres_url, None)?;
+    let mut client = connection.connect().await?;
+    let mut lines = Vec::new();
+    let mut first_error = None;
+    for table in tables {
+        match lakemirror::lakebase::lakebase_sync(&mut client, table).await {
+            Ok(report) => {
+                eprintln!(
+                    "{} is at Delta version {} (+{} / -{} rows){}",
+                    report.target,
+                    report.delta_version,
+                    report.rows_inserted,
+                    report.rows_deleted,
+                    if report.up_to_date {
+                        ", already up to date"
+                    } else {
+                        ""
+                    }
+                );
+                lines.push(serde_json::to_string(&report)?);
+            }
+            Err(e) => {
+                if tables.len() > 1 {
+                    eprintln!("error: {}: {e}", table.target);
+                }
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if lines.is_empty() => Err(e),
+        Some(e) => {
+            println!("{}", lines.join("\n"));
+            Err(e)
+        }
+        None => Ok(lines.join("\n")),
     }
 }
 

@@ -4,7 +4,8 @@
 //! Z85-encoded UUID after an optional random prefix), at an absolute path (`p`), or inline
 //! in the log (`i`, Z85). Stored bitmaps sit at `offset` in their file as
 //! `size (u32 BE) | data | CRC-32 of data (u32 BE)`; the data is a magic number followed by
-//! a 64-bit roaring bitmap in the portable format. Pure: the caller reads the bytes.
+//! a 64-bit roaring bitmap in the portable format. Parsing is pure; [`read_positions`]
+//! fetches the bytes.
 
 use std::io::Cursor;
 
@@ -26,6 +27,42 @@ pub struct DeletionVector {
     pub offset: Option<i64>,
     pub size_in_bytes: i64,
     pub cardinality: i64,
+}
+
+/// The row positions `dv` deletes from the data file at `data_location`, read from the
+/// log (inline) or from the table's storage (the only IO of this module).
+pub async fn read_positions(
+    store: &crate::storage::TableStorage,
+    data_location: &str,
+    dv: &DeletionVector,
+) -> crate::Result<RoaringTreemap> {
+    let bad = |e: String| {
+        crate::Error::malformed(
+            store.root_uri(),
+            format!("deletion vector of {data_location}: {e}"),
+        )
+    };
+    match dv.source().map_err(bad)? {
+        DvSource::Inline(bytes) => parse_bitmap(&bytes).map_err(bad),
+        DvSource::File {
+            path,
+            relative,
+            offset,
+        } => {
+            let location = if relative {
+                store.location(&path)
+            } else {
+                path
+            };
+            if !store.holds(&location) {
+                return Err(bad(format!("{location} is outside the table's storage")));
+            }
+            let block = store
+                .get_range(&location, offset..offset + dv.stored_len())
+                .await?;
+            parse_stored(&block, dv.size_in_bytes).map_err(bad)
+        }
+    }
 }
 
 /// Where a deletion vector's bytes are.

@@ -22,7 +22,7 @@ use roaring::RoaringTreemap;
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
 use super::puffin::deletion_vector_file;
 use super::schema::name_mapping;
-use crate::delta::deletion_vector::{DeletionVector, DvSource, parse_bitmap, parse_stored};
+use crate::delta::deletion_vector::{DeletionVector, read_positions};
 use crate::error::{Error, Result};
 use crate::storage::TableStorage;
 
@@ -477,34 +477,7 @@ impl MetadataWriter {
         data_location: &str,
         dv: &DeletionVector,
     ) -> Result<RoaringTreemap> {
-        let bad = |e: String| {
-            Error::malformed(
-                self.data_store.root_uri(),
-                format!("deletion vector of {data_location}: {e}"),
-            )
-        };
-        match dv.source().map_err(bad)? {
-            DvSource::Inline(bytes) => parse_bitmap(&bytes).map_err(bad),
-            DvSource::File {
-                path,
-                relative,
-                offset,
-            } => {
-                let location = if relative {
-                    self.data_store.location(&path)
-                } else {
-                    path
-                };
-                if !self.data_store.holds(&location) {
-                    return Err(bad(format!("{location} is outside the table's storage")));
-                }
-                let block = self
-                    .data_store
-                    .get_range(&location, offset..offset + dv.stored_len())
-                    .await?;
-                parse_stored(&block, dv.size_in_bytes).map_err(bad)
-            }
-        }
+        read_positions(&self.data_store, data_location, dv).await
     }
 }
 
