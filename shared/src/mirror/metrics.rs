@@ -15,7 +15,13 @@
 //! - **Timestamps** are stored with millisecond precision, truncated: the upper bound is
 //!   widened by 999 µs. Values that do not say their time zone are skipped for `timestamp`.
 //! - **Floats** get one ulp of room each side (a decimal string rounds to the nearest
-//!   `f32`), and a zero bound covers both zeros. NaN and infinities are never bounds.
+//!   `f32`), and a zero bound covers both zeros. **Doubles** get the room of the nearest
+//!   float too: a column widened from float keeps float stats over float values in its old
+//!   files. NaN and infinities are never bounds.
+//! - Bounds that are not exact (timestamps, floats, doubles, strings) must not answer MIN/MAX
+//!   queries: the writer sets `write.metadata.metrics.column.<name>=counts` for those columns,
+//!   which stops engines (Spark) from pushing aggregates down to them; filtering still uses
+//!   them.
 //! - **Decimals** arrive as JSON numbers (parsed as `f64`): kept only up to 15 digits of
 //!   precision, where the conversion is exact.
 //! - Missing columns, unparseable values, list and map contents: no metric. Partition
@@ -133,14 +139,44 @@ fn collect(
     }
 }
 
+/// Table property prefix of Iceberg's per-column metrics mode.
+pub const METRICS_MODE_PREFIX: &str = "write.metadata.metrics.column.";
+
+/// Sets `write.metadata.metrics.column.<name>=counts` for the columns whose bounds are not
+/// exact values (timestamps, floats, doubles, strings), and drops such entries of columns that
+/// are gone: engines that answer MIN/MAX from bounds (Spark's aggregate push-down) then read
+/// the data instead, while filters still prune by the bounds.
+pub fn set_metrics_modes(schema: &Schema, properties: &mut HashMap<String, String>) {
+    fn walk(fields: &[NestedFieldRef], prefix: &str, out: &mut Vec<String>) {
+        for field in fields {
+            let name = format!("{prefix}{}", field.name);
+            match field.field_type.as_ref() {
+                Type::Struct(inner) => walk(inner.fields(), &format!("{name}."), out),
+                Type::Primitive(
+                    PrimitiveType::Timestamp
+                    | PrimitiveType::Timestamptz
+                    | PrimitiveType::Float
+                    | PrimitiveType::Double
+                    | PrimitiveType::String,
+                ) => out.push(name),
+                _ => {}
+            }
+        }
+    }
+    let mut inexact = Vec::new();
+    walk(schema.as_struct().fields(), "", &mut inexact);
+    properties.retain(|key, _| !key.starts_with(METRICS_MODE_PREFIX));
+    for name in inexact {
+        properties.insert(format!("{METRICS_MODE_PREFIX}{name}"), "counts".to_string());
+    }
+}
+
 /// A lower bound of the column from Delta's `minValues` entry.
 pub fn lower_bound(ty: &PrimitiveType, value: &Value) -> Option<Datum> {
     match ty {
         PrimitiveType::String => value.as_str().map(Datum::string),
         PrimitiveType::Float => finite_f32(value).map(|f| Datum::float(f.next_down())),
-        PrimitiveType::Double => {
-            finite_f64(value).map(|f| Datum::double(if f == 0.0 { -0.0 } else { f }))
-        }
+        PrimitiveType::Double => finite_f64(value).map(|f| Datum::double(double_lower(f))),
         PrimitiveType::Timestamp => timestamp_ntz_micros(value).map(Datum::timestamp_micros),
         PrimitiveType::Timestamptz => timestamp_micros(value).map(Datum::timestamptz_micros),
         _ => exact(ty, value),
@@ -156,9 +192,7 @@ pub fn upper_bound(ty: &PrimitiveType, value: &Value) -> Option<Datum> {
             .and_then(string_upper_bound)
             .map(Datum::string),
         PrimitiveType::Float => finite_f32(value).map(|f| Datum::float(f.next_up())),
-        PrimitiveType::Double => {
-            finite_f64(value).map(|f| Datum::double(if f == 0.0 { 0.0 } else { f }))
-        }
+        PrimitiveType::Double => finite_f64(value).map(|f| Datum::double(double_upper(f))),
         PrimitiveType::Timestamp => timestamp_ntz_micros(value)
             .and_then(|t| t.checked_add(MS_TRUNCATION_US))
             .map(Datum::timestamp_micros),
@@ -219,6 +253,29 @@ pub fn string_upper_bound(max: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// A double bound also holds for a column widened from float: files written before the
+/// widening carry float stats (`0.7`) over float values (0.699999988…), so the bound takes
+/// the float neighbour too. A zero bound covers both zeros.
+fn double_lower(f: f64) -> f64 {
+    let as_float = f as f32;
+    let widened = if as_float.is_finite() {
+        f.min(f64::from(as_float.next_down()))
+    } else {
+        f
+    };
+    if widened == 0.0 { -0.0 } else { widened }
+}
+
+fn double_upper(f: f64) -> f64 {
+    let as_float = f as f32;
+    let widened = if as_float.is_finite() {
+        f.max(f64::from(as_float.next_up()))
+    } else {
+        f
+    };
+    if widened == 0.0 { 0.0 } else { widened }
 }
 
 fn finite_f64(value: &Value) -> Option<f64> {
@@ -375,6 +432,22 @@ mod tests {
     }
 
     #[test]
+    fn columns_with_inexact_bounds_do_not_answer_min_max() {
+        let mut properties = HashMap::from([
+            (format!("{METRICS_MODE_PREFIX}gone"), "counts".to_string()),
+            ("other".to_string(), "kept".to_string()),
+        ]);
+        set_metrics_modes(&schema(), &mut properties);
+        let mut modes: Vec<_> = properties
+            .keys()
+            .filter_map(|k| k.strip_prefix(METRICS_MODE_PREFIX))
+            .collect();
+        modes.sort();
+        assert_eq!(modes, vec!["at", "name", "point.x"]);
+        assert_eq!(properties["other"], "kept");
+    }
+
+    #[test]
     fn contradicting_bounds_are_dropped() {
         let stats = r#"{"numRecords":1,"minValues":{"id":9},"maxValues":{"id":1}}"#;
         let m = column_metrics(Some(stats), &schema(), &HashMap::new());
@@ -517,6 +590,20 @@ mod tests {
             let upper = upper_bound(&PrimitiveType::Float, &text(max)).unwrap();
             for f in values {
                 let v = Datum::float(f);
+                prop_assert!(lower <= v && v <= upper, "{f} outside [{lower}, {upper}]");
+            }
+        }
+
+        #[test]
+        fn double_bounds_hold_for_a_column_widened_from_float(values in prop::collection::vec(any::<f32>().prop_filter("finite", |f| f.is_finite()), 1..6)) {
+            // Old files: float values, float stats as text; the column is double now.
+            let min = values.iter().copied().fold(f32::INFINITY, f32::min);
+            let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let text = |f: f32| serde_json::from_str::<Value>(&format!("{f:?}")).unwrap();
+            let lower = lower_bound(&PrimitiveType::Double, &text(min)).unwrap();
+            let upper = upper_bound(&PrimitiveType::Double, &text(max)).unwrap();
+            for f in values {
+                let v = Datum::double(f64::from(f));
                 prop_assert!(lower <= v && v <= upper, "{f} outside [{lower}, {upper}]");
             }
         }

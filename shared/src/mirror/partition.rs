@@ -4,14 +4,15 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use iceberg::spec::{Literal, PrimitiveLiteral, PrimitiveType};
 
 /// Parses one partition value of a column of Iceberg type `ty`. `None` (JSON null) is a
-/// null partition; so is an empty string for any type but string.
+/// null partition; so is an empty string, for every type (as the Delta protocol says).
 pub fn partition_literal(
     column: &str,
     ty: &PrimitiveType,
     value: Option<&str>,
 ) -> Result<Option<Literal>, String> {
     let Some(raw) = value else { return Ok(None) };
-    if raw.is_empty() && *ty != PrimitiveType::String {
+    // The protocol: "an empty string for any type translates to a null partition value".
+    if raw.is_empty() {
         return Ok(None);
     }
     let bad =
@@ -121,10 +122,7 @@ mod tests {
             parse(PrimitiveType::String, Some("A/A")),
             Some(PrimitiveLiteral::String("A/A".into()))
         );
-        assert_eq!(
-            parse(PrimitiveType::String, Some("")),
-            Some(PrimitiveLiteral::String("".into()))
-        );
+        assert_eq!(parse(PrimitiveType::String, Some("")), None);
         assert_eq!(
             parse(PrimitiveType::Int, Some("-3")),
             Some(PrimitiveLiteral::Int(-3))

@@ -19,6 +19,7 @@ use iceberg::spec::{
 };
 use roaring::RoaringTreemap;
 
+use super::metrics::set_metrics_modes;
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
 use super::puffin::deletion_vector_file;
 use super::schema::name_mapping;
@@ -280,10 +281,20 @@ impl MetadataWriter {
                 .snapshot_by_id(id)
                 .map(|s| s.manifest_list().to_string())
         };
-        let kept_manifests = match list_of(oldest_kept) {
-            Some(list) => self.manifests_of(&list, metadata).await?,
-            None => Vec::new(),
+        // Without the kept snapshot's list nothing can be shown unused: delete nothing.
+        let Some(kept_list) = list_of(oldest_kept) else {
+            return Ok(Vec::new());
         };
+        if self
+            .metadata_store
+            .get_if_exists(&kept_list)
+            .await?
+            .is_none()
+        {
+            tracing::warn!(list = %kept_list, "the oldest kept snapshot's manifest list is missing; deleting no expired files");
+            return Ok(Vec::new());
+        }
+        let kept_manifests = self.manifests_of(&kept_list, metadata).await?;
         let kept: HashSet<&str> = kept_manifests
             .iter()
             .map(|m| m.manifest_path.as_str())
@@ -582,6 +593,8 @@ struct TableState {
     schema: SchemaRef,
     spec: PartitionSpecRef,
     properties: HashMap<String, String>,
+    /// The property keys the table had when loaded.
+    loaded_properties: HashSet<String>,
     format_version: FormatVersion,
     /// v3 row lineage: the first row ID the next snapshot assigns.
     next_row_id: u64,
@@ -629,6 +642,7 @@ impl TableState {
         if !first.physical_names.is_empty() {
             properties.insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
         }
+        set_metrics_modes(&schema, &mut properties);
         // The metadata is assembled, not built: TableMetadataBuilder::new would assign fresh
         // field IDs, and a column-mapped table's IDs must stay Delta's.
         let spec = spec.build().bind(schema.clone())?;
@@ -658,6 +672,7 @@ impl TableState {
         }
         let created: TableMetadata = serde_json::from_value(created)?;
         Ok(Self {
+            loaded_properties: HashSet::new(),
             format_version,
             next_row_id: 0,
             schema: created.current_schema().clone(),
@@ -730,6 +745,7 @@ impl TableState {
             schema: m.current_schema().clone(),
             spec: m.default_partition_spec().clone(),
             properties: m.properties().clone(),
+            loaded_properties: m.properties().keys().cloned().collect(),
             format_version: m.format_version(),
             next_row_id: m.next_row_id(),
             last_sequence_number: m.last_sequence_number(),
@@ -817,6 +833,7 @@ impl TableState {
                 iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
                 serde_json::to_string(&name_mapping(&schema, &plan.physical_names))?,
             );
+            set_metrics_modes(&schema, &mut self.properties);
             self.builder = Some(self.take_builder()?.add_current_schema(schema.clone())?);
             self.schema = Arc::new(schema);
         }
@@ -1170,8 +1187,16 @@ impl TableState {
             .get(RETENTION_PROPERTY)
             .and_then(|r| r.parse().ok())
             .unwrap_or(crate::delta::actions::DEFAULT_DELETED_FILE_RETENTION_MS);
+        // Properties dropped in this run (metrics modes of columns that are gone).
+        let dropped: Vec<String> = self
+            .loaded_properties
+            .iter()
+            .filter(|k| !self.properties.contains_key(*k))
+            .cloned()
+            .collect();
         let mut metadata = self
             .take_builder()?
+            .remove_properties(&dropped)?
             .set_properties(self.properties)?
             .build()?
             .metadata;
