@@ -201,3 +201,14 @@ def test_bad_configuration_names_the_key(tmp_path, lakemirror, postgres_url):
     config.write_text('[[tables]]\nsource.path = "s3://x/t"\nsync.mode = "sometimes"\n')
     result = lakemirror("lakebase-sync", "--config", config, "--postgres-url", postgres_url, check=False)
     assert result.returncode != 0 and "sync.mode" in result.stderr and "full_refresh, incremental" in result.stderr
+
+
+def test_columns_added_later_read_as_null_in_older_files(tmp_path, postgres_url, lakemirror):
+    path = str(tmp_path / "grown")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    later = pa.table({"id": pa.array([2], pa.int64()), "note": ["n"],
+                      "point": pa.array([{"x": 5}], pa.struct([("x", pa.int64())]))})
+    write_deltalake(path, later, mode="append", schema_mode="merge")
+    lakemirror("lakebase-sync", "--source-path", path, "--target-table", "grown", "--postgres-url", postgres_url)
+    assert sorted(pg_rows(postgres_url, '"public"."grown"', ["id", "note", "point"])) == [
+        (1, None, None), (2, "n", {"x": 5})]

@@ -68,7 +68,8 @@ fn encode_value(
     row: usize,
     out: &mut BytesMut,
 ) -> Result<(), String> {
-    if array.is_null(row) {
+    // A column a file predates is read as a NullArray, whose is_null() says false.
+    if array.is_null(row) || array.data_type() == &arrow_schema::DataType::Null {
         out.put_i32(-1);
         return Ok(());
     }
@@ -169,9 +170,6 @@ fn encode_value(
         PgType::Jsonb => {
             let json = json_value(array, row, &column.delta)?;
             let text = serde_json::to_string(&json).map_err(|e| e.to_string())?;
-            if text.contains("\\u0000") {
-                return Err("holds a NUL character, which PostgreSQL jsonb cannot store".into());
-            }
             out.put_i32(i32::try_from(text.len() + 1).map_err(|_| "value over 2 GiB")?);
             out.put_u8(1); // jsonb binary format version
             out.put_slice(text.as_bytes());
@@ -239,9 +237,11 @@ pub fn numeric(unscaled: i128, scale: u32) -> Vec<u8> {
     out
 }
 
+const NUL_IN_JSON: &str = "holds a NUL character, which PostgreSQL jsonb cannot store";
+
 /// A nested value as JSON, struct fields under their (logical) Delta names.
 fn json_value(array: &dyn Array, row: usize, delta: &DeltaType) -> Result<Value, String> {
-    if array.is_null(row) {
+    if array.is_null(row) || array.data_type() == &arrow_schema::DataType::Null {
         return Ok(Value::Null);
     }
     Ok(match delta {
@@ -285,6 +285,9 @@ fn json_value(array: &dyn Array, row: usize, delta: &DeltaType) -> Result<Value,
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
+                if k.contains('\0') {
+                    return Err(NUL_IN_JSON.into());
+                }
                 map.insert(k, json_value(values.as_ref(), i, value)?);
             }
             Value::Object(map)
@@ -309,8 +312,16 @@ fn primitive_json(array: &dyn Array, row: usize) -> Result<Value, String> {
         D::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
         D::Float32 => number(f64::from(array.as_primitive::<Float32Type>().value(row))),
         D::Float64 => number(array.as_primitive::<Float64Type>().value(row)),
-        D::Utf8 => Value::String(array.as_string::<i32>().value(row).to_string()),
-        D::LargeUtf8 => Value::String(array.as_string::<i64>().value(row).to_string()),
+        D::Utf8 | D::LargeUtf8 => {
+            let s = match array.data_type() {
+                D::Utf8 => array.as_string::<i32>().value(row),
+                _ => array.as_string::<i64>().value(row),
+            };
+            if s.contains('\0') {
+                return Err(NUL_IN_JSON.into());
+            }
+            Value::String(s.to_string())
+        }
         _ => {
             let formatter = arrow_cast::display::ArrayFormatter::try_new(
                 array,

@@ -165,7 +165,9 @@ impl Connection {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::InvalidInput(format!("TLS: {e}")))?;
-        if self.ssl != SslMode::VerifyFull {
+        // With a root certificate given, libpq's require verifies the chain too (verify-ca);
+        // here that is verify-full, stricter.
+        if self.ssl != SslMode::VerifyFull && self.root_cert.is_none() {
             return Ok(builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyServer(provider)))
@@ -263,9 +265,10 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// A string literal: `'it''s'`.
+/// A string literal that means the same whatever `standard_conforming_strings` says:
+/// `E'it''s a \\ path'`.
 pub fn quote_literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
+    format!("E'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// A table name as configured: `table` or `schema.table`, each part optionally in double

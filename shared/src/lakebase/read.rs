@@ -10,7 +10,7 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::copy::CopyColumn;
-use super::types::{PgType, pg_type};
+use super::types::pg_type;
 use crate::delta::deletion_vector::read_positions;
 use crate::delta::schema::{DeltaField, parse_schema};
 use crate::delta::{Add, Metadata};
@@ -101,7 +101,8 @@ fn column_of(batch: &RecordBatch, column: &SourceColumn, add: &Add) -> Result<Ar
                     .map(|(_, v)| v)
             })
             .and_then(|v| v.as_deref())
-            .filter(|v| !v.is_empty() || column.copy.pg == PgType::Text);
+            // The protocol: an empty string is a null partition value, for every type.
+            .filter(|v| !v.is_empty());
         let strings: ArrayRef = Arc::new(StringArray::from(vec![value; rows]));
         return cast_to(&strings, target.as_ref(), &column.copy.name);
     }

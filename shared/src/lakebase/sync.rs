@@ -149,9 +149,23 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
             )
         })
         .collect();
+    // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+    let schema_exists: bool = tx
+        .query_one(
+            "SELECT to_regnamespace($1) IS NOT NULL",
+            &[&quote_ident(&target.schema)],
+        )
+        .await
+        .map_err(|e| pg_error("looking for the target schema", e))?
+        .get(0);
+    if !schema_exists {
+        let schema = quote_ident(&target.schema);
+        tx.batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .map_err(|e| pg_error(&format!("creating schema {schema}"), e))?;
+    }
     tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {}; CREATE TABLE {} ({})",
-        quote_ident(&target.schema),
+        "CREATE TABLE {} ({})",
         staging.sql(),
         column_list.join(", ")
     ))
@@ -164,7 +178,7 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
         tx.batch_execute(&format!(
             "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
             staging.sql(),
-            quote_ident(&format!("{}_pkey", staging.table)),
+            quote_ident(&pkey_name(&staging.table)),
             keys.join(", ")
         ))
         .await
@@ -190,8 +204,8 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
     if !table.primary_key.is_empty() {
         tx.batch_execute(&format!(
             "ALTER INDEX {} RENAME TO {}",
-            staging.sibling(&format!("{}_pkey", staging.table)).sql(),
-            quote_ident(&format!("{}_pkey", target.table))
+            staging.sibling(&pkey_name(&staging.table)).sql(),
+            quote_ident(&pkey_name(&target.table))
         ))
         .await
         .map_err(|e| pg_error("naming the primary key", e))?;
@@ -366,21 +380,31 @@ fn duplicate_key(target: &TableName, uri: &str, e: tokio_postgres::Error) -> Err
     }
 }
 
-/// The privileges granted on `from`, granted again on `to` (the owner's own are implied).
+/// The old table's owner and table privileges (from its ACL: every grant, with its grant
+/// option), given to the new table. Column-level grants are not carried over.
 async fn copy_grants(tx: &Transaction<'_>, from: &TableName, to: &TableName) -> Result<()> {
+    let owner: String = tx
+        .query_one(
+            "SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = $1::text::regclass",
+            &[&from.sql()],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("reading the owner of {from}"), e))?
+        .get(0);
     let rows = tx
         .query(
-            "SELECT grantee, privilege_type FROM information_schema.table_privileges
-             WHERE table_schema = $1 AND table_name = $2
-               AND grantee <> (SELECT tableowner FROM pg_tables WHERE schemaname = $1 AND tablename = $2)",
-            &[&from.schema, &from.table],
+            "SELECT a.grantee = 0, pg_get_userbyid(a.grantee)::text, a.privilege_type, a.is_grantable
+             FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = $1::text::regclass AND a.grantee <> c.relowner",
+            &[&from.sql()],
         )
         .await
         .map_err(|e| pg_error(&format!("reading the grants on {from}"), e))?;
     for row in rows {
-        let (grantee, privilege): (String, String) = (row.get(0), row.get(1));
-        let grantee = if grantee == "PUBLIC" {
-            grantee
+        let (public, grantee, privilege, grantable): (bool, String, String, bool) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let grantee = if public {
+            "PUBLIC".to_string()
         } else {
             quote_ident(&grantee)
         };
@@ -391,9 +415,43 @@ async fn copy_grants(tx: &Transaction<'_>, from: &TableName, to: &TableName) -> 
         {
             continue;
         }
-        tx.batch_execute(&format!("GRANT {privilege} ON {} TO {grantee}", to.sql()))
-            .await
-            .map_err(|e| pg_error(&format!("copying a grant of {from}"), e))?;
+        let option = if grantable { " WITH GRANT OPTION" } else { "" };
+        tx.batch_execute(&format!(
+            "GRANT {privilege} ON {} TO {grantee}{option}",
+            to.sql()
+        ))
+        .await
+        .map_err(|e| pg_error(&format!("copying a grant of {from}"), e))?;
+    }
+    let current: String = tx
+        .query_one("SELECT current_user::text", &[])
+        .await
+        .map_err(|e| pg_error("reading the current user", e))?
+        .get(0);
+    if owner != current {
+        tx.batch_execute(&format!(
+            "ALTER TABLE {} OWNER TO {}",
+            to.sql(),
+            quote_ident(&owner)
+        ))
+        .await
+        .map_err(|e| {
+            pg_error(
+                &format!(
+                    "giving the new table to {from}'s owner {owner} (the sync's user must be a member of that role)"
+                ),
+                e,
+            )
+        })?;
     }
     Ok(())
+}
+
+/// The primary key's name: `<table>_pkey`, shortened to fit PostgreSQL's 63 bytes.
+fn pkey_name(table: &str) -> String {
+    let mut end = table.len().min(58);
+    while !table.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}_pkey", &table[..end])
 }
