@@ -44,6 +44,25 @@ pub struct Add {
     pub deletion_vector: Option<super::deletion_vector::DeletionVector>,
 }
 
+impl Add {
+    /// The partition value stored under `key` (the column's physical name), looked up
+    /// case-insensitively as Spark does. A missing key, JSON null and an empty string are all
+    /// a null partition value (the protocol: "an empty string for any type translates to a
+    /// null partition value").
+    pub fn partition_value(&self, key: &str) -> Option<&str> {
+        self.partition_values
+            .get(key)
+            .or_else(|| {
+                self.partition_values
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                    .map(|(_, v)| v)
+            })
+            .and_then(|v| v.as_deref())
+            .filter(|v| !v.is_empty())
+    }
+}
+
 /// A data file that leaves the table.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -91,18 +91,7 @@ fn column_of(batch: &RecordBatch, column: &SourceColumn, add: &Add) -> Result<Ar
     let rows = batch.num_rows();
     let target = column.copy.pg.arrow();
     if column.partition {
-        let value = add
-            .partition_values
-            .get(&column.physical_name)
-            .or_else(|| {
-                add.partition_values
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(&column.physical_name))
-                    .map(|(_, v)| v)
-            })
-            .and_then(|v| v.as_deref())
-            // The protocol: an empty string is a null partition value, for every type.
-            .filter(|v| !v.is_empty());
+        let value = add.partition_value(&column.physical_name);
         let strings: ArrayRef = Arc::new(StringArray::from(vec![value; rows]));
         return cast_to(&strings, target.as_ref(), &column.copy.name);
     }

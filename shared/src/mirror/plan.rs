@@ -370,19 +370,7 @@ fn partition_value(
         Some(Type::Primitive(p)) => p.clone(),
         _ => PrimitiveType::String,
     };
-    // Delta stores partition values by the column's (physical) name; look it up
-    // case-insensitively as Spark does, and treat a missing key as null.
-    let raw = add
-        .partition_values
-        .get(key)
-        .or_else(|| {
-            add.partition_values
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v)
-        })
-        .and_then(|v| v.as_deref());
-    partition_literal(column, &ty, raw)
+    partition_literal(column, &ty, add.partition_value(key))
 }
 
 /// The full location of a data file from its Delta path (URI-encoded, relative or absolute),

@@ -285,16 +285,10 @@ impl MetadataWriter {
         let Some(kept_list) = list_of(oldest_kept) else {
             return Ok(Vec::new());
         };
-        if self
-            .metadata_store
-            .get_if_exists(&kept_list)
-            .await?
-            .is_none()
-        {
+        let Some(kept_manifests) = self.manifests_of(&kept_list, metadata).await? else {
             tracing::warn!(list = %kept_list, "the oldest kept snapshot's manifest list is missing; deleting no expired files");
             return Ok(Vec::new());
-        }
-        let kept_manifests = self.manifests_of(&kept_list, metadata).await?;
+        };
         let kept: HashSet<&str> = kept_manifests
             .iter()
             .map(|m| m.manifest_path.as_str())
@@ -303,7 +297,12 @@ impl MetadataWriter {
         let mut expired_delete_manifests = Vec::new();
         for id in expired {
             let Some(list) = list_of(*id) else { continue };
-            for manifest in self.manifests_of(&list, metadata).await? {
+            // A list another sync already expired and deleted lists nothing left to delete.
+            let manifests = self
+                .manifests_of(&list, metadata)
+                .await?
+                .unwrap_or_default();
+            for manifest in manifests {
                 if !kept.contains(manifest.manifest_path.as_str())
                     && !files.contains(&manifest.manifest_path)
                 {
@@ -321,13 +320,15 @@ impl MetadataWriter {
                 .iter()
                 .filter(|m| m.content == ManifestContentType::Deletes)
             {
-                for file in read_live_files(self, manifest).await? {
-                    live.insert(file.data_file.file_path().to_string());
+                for entry in read_entries(self, manifest).await? {
+                    if entry.is_alive() {
+                        live.insert(entry.data_file().file_path().to_string());
+                    }
                 }
             }
             for manifest in &expired_delete_manifests {
-                for file in read_entries(self, manifest).await? {
-                    let path = file.file_path();
+                for entry in read_entries(self, manifest).await? {
+                    let path = entry.data_file().file_path();
                     let ours = self.metadata_store.holds(path) && path.contains("/deletes/");
                     if ours && !live.contains(path) && !files.iter().any(|f| f == path) {
                         files.push(path.to_string());
@@ -342,28 +343,22 @@ impl MetadataWriter {
         Ok(files)
     }
 
+    /// The manifests a manifest list names; None when the list is gone.
     async fn manifests_of(
         &self,
         list: &str,
         metadata: &TableMetadata,
-    ) -> Result<Vec<ManifestFile>> {
-        // A list another sync already expired and deleted lists nothing left to delete.
+    ) -> Result<Option<Vec<ManifestFile>>> {
         let Some(bytes) = self.metadata_store.get_if_exists(list).await? else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let list =
             iceberg::spec::ManifestList::parse_with_version(&bytes, metadata.format_version())?;
-        Ok(list.consume_entries().into_iter().collect())
+        Ok(Some(list.consume_entries().into_iter().collect()))
     }
 
     fn metadata_location(&self, name: &str) -> String {
         self.metadata_store.location(&format!("metadata/{name}"))
-    }
-
-    async fn read_into_staging(&self, location: &str) -> Result<()> {
-        let (bytes, _) = self.metadata_store.get(location).await?;
-        self.staging.new_output(location)?.write(bytes).await?;
-        Ok(())
     }
 
     async fn publish_from_staging(&self, location: &str) -> Result<()> {
@@ -409,7 +404,7 @@ impl MetadataWriter {
         spec_id: i32,
         format_version: FormatVersion,
     ) -> Result<Option<DataFile>> {
-        let positions = self.read_deletion_vector(&file.location, dv).await?;
+        let positions = read_positions(&self.data_store, &file.location, dv).await?;
         let count = positions.len();
         if i64::try_from(count).ok() != Some(dv.cardinality) {
             return Err(Error::malformed(
@@ -481,14 +476,6 @@ impl MetadataWriter {
             .content_size_in_bytes(Some(puffin.content_size_in_bytes))
             .build()
             .map_err(|e| Error::InvalidInput(format!("{location}: {e}")))
-    }
-
-    async fn read_deletion_vector(
-        &self,
-        data_location: &str,
-        dv: &DeletionVector,
-    ) -> Result<RoaringTreemap> {
-        read_positions(&self.data_store, data_location, dv).await
     }
 }
 
@@ -1285,20 +1272,32 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
     (expired, oldest_kept)
 }
 
-/// Every file a manifest names, live or deleted; none when another sync already deleted it.
-async fn read_entries(writer: &MetadataWriter, manifest: &ManifestFile) -> Result<Vec<DataFile>> {
+/// Every entry of a manifest, live or deleted; none when another sync already deleted it.
+async fn read_entries(
+    writer: &MetadataWriter,
+    manifest: &ManifestFile,
+) -> Result<Vec<iceberg::spec::ManifestEntryRef>> {
     let location = &manifest.manifest_path;
     let Some(bytes) = writer.metadata_store.get_if_exists(location).await? else {
         return Ok(Vec::new());
     };
+    Ok(parse_manifest(writer, manifest, bytes)
+        .await?
+        .entries()
+        .to_vec())
+}
+
+/// A manifest read from `bytes`, through the in-memory staging the iceberg reader wants.
+async fn parse_manifest(
+    writer: &MetadataWriter,
+    manifest: &ManifestFile,
+    bytes: Bytes,
+) -> Result<iceberg::spec::Manifest> {
+    let location = &manifest.manifest_path;
     writer.staging.new_output(location)?.write(bytes).await?;
     let loaded = manifest.load_manifest(&writer.staging).await;
-    writer.staging.delete(&manifest.manifest_path).await?;
-    Ok(loaded?
-        .entries()
-        .iter()
-        .map(|e| e.data_file().clone())
-        .collect())
+    writer.staging.delete(location).await?;
+    Ok(loaded?)
 }
 
 /// The live files of a manifest, with the snapshot and sequence numbers they inherit.
@@ -1306,10 +1305,9 @@ async fn read_live_files(
     writer: &MetadataWriter,
     manifest: &ManifestFile,
 ) -> Result<Vec<LiveFile>> {
-    writer.read_into_staging(&manifest.manifest_path).await?;
-    let loaded = manifest.load_manifest(&writer.staging).await;
-    writer.staging.delete(&manifest.manifest_path).await?;
-    Ok(loaded?
+    let (bytes, _) = writer.metadata_store.get(&manifest.manifest_path).await?;
+    Ok(parse_manifest(writer, manifest, bytes)
+        .await?
         .entries()
         .iter()
         .filter(|e| e.is_alive())
