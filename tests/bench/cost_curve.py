@@ -278,37 +278,34 @@ def plot(rows, out_dir: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    text = caption()
-    series_time = [("append", False, "incremental: append 1 file"), ("update", False, "incremental: update (remove 1, add 1)"),
-                   ("append", True, "incremental: append, partitioned"), ("bootstrap", False, "bootstrap (first sync)")]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    for step, part, label in series_time:
-        pts = [(r["n"], r[step]["wall_ms"] / 1000) for r in rows if r["partitioned"] == part]
-        ax.plot(*zip(*pts), marker="o", label=f"lakemirror {label}")
-    for key, label in (("seed_ms", "seed approach: drop + re-create + add_files of a listing"),
-                       ("add_files_ms", "pyiceberg add_files of the active set")):
-        pts = [(r["n"], r[key] / 1000) for r in rows if key in r]
-        if pts:
-            ax.plot(*zip(*pts), marker="s", linestyle="--", label=label)
-    ax.set(xscale="log", yscale="log", xlabel="active data files in the Delta table (N)",
-           ylabel="wall time per sync (seconds)", title="Cost of mirroring one commit vs table size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.text(0.01, 0.01, text, fontsize=7)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(out_dir / "bench-time.png", dpi=110)
+    series = [("append", False, "incremental: append 1 file"), ("update", False, "incremental: update (remove 1, add 1)"),
+              ("append", True, "incremental: append, partitioned"), ("bootstrap", False, "bootstrap (first sync)")]
 
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    for step, part, label in series_time:
-        pts = [(r["n"], r[step]["io"]["requests"]) for r in rows if r["partitioned"] == part]
-        ax.plot(*zip(*pts), marker="o", label=f"lakemirror {label}")
-    ax.set(xscale="log", yscale="log", xlabel="active data files in the Delta table (N)",
-           ylabel="S3 + Glue requests per sync", title="Requests per sync vs table size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.text(0.01, 0.01, text, fontsize=7)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(out_dir / "bench-requests.png", dpi=110)
+    def figure(name, ylabel, title, value, extra=()):
+        """One log-log plot of `value(step report)` per lakemirror series, plus `extra` series
+        given as (row key, label, value of the row)."""
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        for step, part, label in series:
+            pts = [(r["n"], value(r[step])) for r in rows if r["partitioned"] == part]
+            ax.plot(*zip(*pts), marker="o", label=f"lakemirror {label}")
+        for key, label in extra:
+            pts = [(r["n"], r[key] / 1000) for r in rows if key in r]
+            if pts:
+                ax.plot(*zip(*pts), marker="s", linestyle="--", label=label)
+        ax.set(xscale="log", yscale="log", xlabel="active data files in the Delta table (N)", ylabel=ylabel,
+               title=title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.text(0.01, 0.01, caption(), fontsize=7)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.savefig(out_dir / name, dpi=110)
+
+    figure("bench-time.png", "wall time per sync (seconds)", "Cost of mirroring one commit vs table size",
+           lambda x: x["wall_ms"] / 1000,
+           extra=(("seed_ms", "seed approach: drop + re-create + add_files of a listing"),
+                  ("add_files_ms", "pyiceberg add_files of the active set")))
+    figure("bench-requests.png", "S3 + Glue requests per sync", "Requests per sync vs table size",
+           lambda x: x["io"]["requests"])
 
 
 def main():
