@@ -113,6 +113,14 @@ impl GlueCatalog {
         Self { client, counters }
     }
 
+    /// The same client, counting its requests in `counters` (one sync's report).
+    pub fn counting_in(&self, counters: Arc<IoCounters>) -> Self {
+        Self {
+            client: self.client.clone(),
+            counters,
+        }
+    }
+
     fn count(&self) {
         self.counters
             .requests

@@ -262,6 +262,7 @@ async fn sync_one(
         table: None,
         metadata_uri: None,
         to_version: None,
+        known_version: Some(trigger.newest_version),
         format_version: config.format_version,
     };
     let report = glue_sync(glue, &request, counters).await?;

@@ -181,8 +181,19 @@ impl TableStorage {
 
     /// Reads `location` if it exists.
     pub async fn get_if_exists(&self, location: &str) -> Result<Option<Bytes>> {
+        Ok(self
+            .get_with_meta_if_exists(location)
+            .await?
+            .map(|(bytes, _)| bytes))
+    }
+
+    /// Reads `location` and its metadata if it exists.
+    pub async fn get_with_meta_if_exists(
+        &self,
+        location: &str,
+    ) -> Result<Option<(Bytes, ObjectMeta)>> {
         match self.get(location).await {
-            Ok((bytes, _)) => Ok(Some(bytes)),
+            Ok(found) => Ok(Some(found)),
             Err(Error::Storage(object_store::Error::NotFound { .. })) => {
                 self.counters.request(0, 0);
                 Ok(None)

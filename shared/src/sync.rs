@@ -30,6 +30,10 @@ pub struct GlueSyncRequest {
     pub metadata_uri: Option<String>,
     /// Stop at this Delta version instead of the newest.
     pub to_version: Option<i64>,
+    /// A version the Delta log is known to hold, from the event that announced it. Without
+    /// `to_version`, the sync reads the commits up to it by name and leaves newer ones to
+    /// their own events; nothing is read from the log when the mirror already has it.
+    pub known_version: Option<i64>,
     /// Format version of a new Iceberg table; the Delta table property
     /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
     pub format_version: iceberg::spec::FormatVersion,
@@ -61,6 +65,7 @@ pub async fn glue_sync(
     counters: Arc<IoCounters>,
 ) -> Result<SyncReport> {
     let started = Instant::now();
+    let glue = &glue.counting_in(counters.clone());
     let data = TableStorage::open(&request.table_uri, counters.clone())?;
     let metadata_uri = request
         .metadata_uri
@@ -75,7 +80,11 @@ pub async fn glue_sync(
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(request.format_version);
-    let remembered = remembered_properties(&metadata_store, data.root_uri()).await?;
+    // An explicit Glue table needs no lakemirror.glue.* properties.
+    let remembered = match defaults.fixed() {
+        Some(_) => None,
+        None => remembered_properties(&metadata_store, data.root_uri()).await?,
+    };
     // A snapshot read to learn the properties is handed to the first plan, not read twice.
     let mut snapshot = None;
     let mut properties = match (defaults.fixed(), &remembered) {
@@ -102,7 +111,7 @@ pub async fn glue_sync(
                 &metadata_store,
             )
             .await?;
-        let planned = plan(&log, &read, request.to_version, snapshot.take()).await?;
+        let planned = plan(&log, &read, request, snapshot.take()).await?;
         if defaults.fixed().is_none()
             && let Some(metadata) = &planned.newest_metadata
         {
@@ -155,8 +164,9 @@ pub async fn glue_sync(
             let last = plans.last().map(|p| p.delta_version);
             tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len());
             let staged = writer.stage(read.current.as_ref(), plans).await?;
+            crate::crash::point("glue-before-commit");
             match glue.commit(&read, &staged.table).await {
-                Ok(()) => {}
+                Ok(()) => crate::crash::point("glue-after-commit"),
                 Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
                     let pause = backoff(attempt);
                     tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
@@ -194,10 +204,11 @@ pub async fn glue_sync(
 async fn plan(
     log: &DeltaLog,
     read: &GlueTable,
-    to_version: Option<i64>,
+    request: &GlueSyncRequest,
     snapshot: Option<DeltaSnapshot>,
 ) -> Result<Planned> {
     let root = log.table().root_uri();
+    let to_version = request.to_version;
     let full = async |view| -> Result<Planned> {
         let snapshot = match snapshot {
             Some(s) => s,
@@ -223,7 +234,17 @@ async fn plan(
         }
         return Ok(Planned::default());
     }
-    match log.commits_since(synced, to_version).await? {
+    if to_version.is_none()
+        && let Some(known) = request.known_version
+        && known <= synced
+    {
+        tracing::debug!(table = %read.full_name(), synced, known, "the announced commit is mirrored already");
+        return Ok(Planned::default());
+    }
+    match log
+        .commits_since(synced, to_version, request.known_version)
+        .await?
+    {
         CommitsSince::Contiguous(commits) => Ok(Planned {
             plans: plan_commits(root, &view, &commits)?,
             newest_metadata: commits.iter().rev().find_map(|c| c.metadata.clone()),

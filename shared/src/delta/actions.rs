@@ -71,10 +71,15 @@ pub struct Remove {
     #[serde(default = "default_true")]
     pub data_change: bool,
     pub deletion_vector: Option<serde_json::Value>,
+    /// Present when written with `extendedFileMetadata` (Spark and delta-rs do).
+    #[serde(default)]
+    pub partition_values: Option<HashMap<String, Option<String>>>,
+    #[serde(default)]
+    pub size: Option<i64>,
 }
 
 /// Table metadata: schema, partitioning, configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     pub schema_string: String,

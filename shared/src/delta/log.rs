@@ -3,6 +3,7 @@
 //! Only `_delta_log/` is ever listed; data files come from the log alone.
 
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt, stream};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::{Field, Row};
 use serde::Deserialize;
@@ -12,6 +13,9 @@ use super::actions::{ActionLine, DeltaCommit, Metadata, Protocol};
 use super::replay::ActiveFileSet;
 use crate::error::{Error, Result};
 use crate::storage::TableStorage;
+
+/// Commit files read at once.
+const FETCH_CONCURRENCY: usize = 16;
 
 /// What a file in `_delta_log/` is, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,10 +168,73 @@ impl DeltaLog {
             .map_err(|reason| self.malformed(reason))
     }
 
-    /// The commits after `version` up to `target` (newest when None).
-    pub async fn commits_since(&self, version: i64, target: Option<i64>) -> Result<CommitsSince> {
+    /// The commits after `version` up to `target` (newest when None). `known` is a version
+    /// the log is known to hold (the commit an event announced): without a target, the
+    /// commits up to it are read and newer ones are left to their own events.
+    ///
+    /// Commit files are fetched by name and the log is listed only when a name is missing
+    /// (nothing new, or cleaned up) or more than one commit is new and nothing bounds them:
+    /// a LIST costs more than a GET on S3, and some stores list in time that grows with
+    /// the bucket, while the usual sync has one new commit.
+    pub async fn commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+        known: Option<i64>,
+    ) -> Result<CommitsSince> {
+        if target.is_some_and(|t| t <= version) {
+            return Ok(CommitsSince::Contiguous(Vec::new()));
+        }
+        let named = target.or(known.filter(|k| *k > version));
+        if let Some(last) = named {
+            if let Some(commits) = self.fetch_commits(version + 1, last).await? {
+                return Ok(CommitsSince::Contiguous(commits));
+            }
+        } else if let Some(first) = self.fetch_commit(version + 1).await? {
+            let Some(second) = self.fetch_commit(version + 2).await? else {
+                return Ok(CommitsSince::Contiguous(vec![first]));
+            };
+            // Catching up on several commits: list the rest.
+            if let CommitsSince::Contiguous(rest) =
+                self.listed_commits_since(version + 2, None).await?
+            {
+                return Ok(CommitsSince::Contiguous(
+                    [first, second].into_iter().chain(rest).collect(),
+                ));
+            }
+        }
+        self.listed_commits_since(version, target).await
+    }
+
+    /// Commit `version`, if its file exists.
+    async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
+        let location = self.log_file(&format!("{version:020}.json"));
+        let Some((bytes, meta)) = self.table.get_with_meta_if_exists(&location).await? else {
+            return Ok(None);
+        };
+        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
+            .map(Some)
+            .map_err(|reason| self.malformed(reason))
+    }
+
+    /// Commits `first..=last`, fetched by name; None when one of them does not exist.
+    async fn fetch_commits(&self, first: i64, last: i64) -> Result<Option<Vec<DeltaCommit>>> {
+        let fetched: Vec<Option<DeltaCommit>> = stream::iter(first..=last)
+            .map(|v| self.fetch_commit(v))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(fetched.into_iter().collect())
+    }
+
+    /// [`Self::commits_since`] from a listing of the log.
+    async fn listed_commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+    ) -> Result<CommitsSince> {
         let listed = self.list(Some(version)).await?;
-        let mut commits = Vec::new();
+        let mut wanted = Vec::new();
         let mut expected = version + 1;
         for (kind, meta) in &listed {
             let LogFileKind::Commit(v) = *kind else {
@@ -177,18 +244,36 @@ impl DeltaLog {
                 break;
             }
             if v != expected {
-                if commits.is_empty() {
+                if wanted.is_empty() {
                     return Ok(CommitsSince::Gap {
                         first_available: Some(v),
                     });
                 }
                 return Err(self.malformed(format!("commit {expected} is missing but {v} exists")));
             }
-            commits.push(self.read_commit(v, meta).await?);
+            wanted.push((v, meta));
             expected += 1;
         }
+        // A checkpoint past `version` without the commits before it: they were cleaned up.
+        let in_range = |v: i64| v > version && target.is_none_or(|t| v <= t);
+        if wanted.is_empty()
+            && listed.iter().any(|(kind, _)| match *kind {
+                LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v) => {
+                    in_range(v)
+                }
+                _ => false,
+            })
+        {
+            return Ok(CommitsSince::Gap {
+                first_available: None,
+            });
+        }
+        let commits: Vec<DeltaCommit> = stream::iter(wanted)
+            .map(|(v, meta)| self.read_commit(v, meta))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
         if let Some(t) = target
-            && t > version
             && commits.last().map(|c| c.version) != Some(t)
         {
             return Err(Error::InvalidInput(format!(

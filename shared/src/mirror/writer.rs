@@ -1008,6 +1008,7 @@ impl TableState {
             }
             let written = manifest.write_manifest_file().await?;
             writer.publish_from_staging(&location).await?;
+            crate::crash::point("glue-after-manifest");
             self.manifests.insert(key, written.clone());
             self.loaded.insert(key, next_live);
             new_manifests.push(written);
@@ -1048,6 +1049,7 @@ impl TableState {
         list.add_manifests(self.manifests.values().cloned())?;
         list.close().await?;
         writer.publish_from_staging(&list_location).await?;
+        crate::crash::point("glue-after-manifest-list");
         // The list writer assigned sequence numbers to the new manifests; keep its view.
         for manifest in self.manifests.values_mut() {
             if manifest.sequence_number < 0 {
@@ -1208,6 +1210,7 @@ impl TableState {
             .metadata_store
             .put(&location, Bytes::from(serde_json::to_vec(&metadata)?))
             .await?;
+        crate::crash::point("glue-after-metadata");
         Ok((
             CommittedTable {
                 metadata,
