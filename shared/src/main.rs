@@ -57,8 +57,11 @@ enum Command {
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
     /// flags. A full refresh loads the newest Delta version with binary COPY into a new table
-    /// and swaps it in within one transaction (grants kept); lakemirror.sync_state records
-    /// the version. One JSON report line per table on stdout.
+    /// and swaps it in within one transaction (grants kept). An incremental sync applies the
+    /// commits since the synced version by primary key (deletes, inserts, updates, added
+    /// columns) in one transaction; it refreshes fully the first time and when the commits
+    /// are gone from the log. lakemirror.sync_state records the version in the same
+    /// transaction. One JSON report line per table on stdout.
     ///
     /// Connection: --postgres-url, else the libpq environment (PGHOST, PGPORT, PGUSER,
     /// PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT). sslmode require encrypts,
@@ -76,7 +79,7 @@ enum Command {
         /// source.catalog.schema.table: a Unity Catalog table (not supported yet).
         #[arg(long)]
         source_table: Option<String>,
-        /// sync.mode: full_refresh or incremental (not available yet) [default: full_refresh].
+        /// sync.mode: full_refresh or incremental (needs --primary-key) [default: full_refresh].
         #[arg(long)]
         mode: Option<String>,
         /// sync.primary_key: key column(s), comma-separated; becomes the PRIMARY KEY.
@@ -96,6 +99,9 @@ enum Command {
         /// postgres://user[:password]@host:port/database?sslmode=verify-full
         #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
         postgres_url: Option<String>,
+        /// Sync up to this Delta version instead of the newest (every table).
+        #[arg(long)]
+        to_version: Option<i64>,
     },
     /// Run a Lambda function's handler in this process on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
@@ -127,6 +133,27 @@ enum Function {
         #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
         iceberg_format_version: String,
     },
+    /// The lakebase-sync function: a schedule tick syncs the tables that are due (their
+    /// sync.interval passed since lakemirror.sync_state last recorded them); S3, SQS or
+    /// EventBridge commit events sync the tables whose source.path they announce. Prints the
+    /// function's response as the last line.
+    LakebaseSync {
+        /// A JSON event, e.g. functions/lakebase-sync/events/schedule.json.
+        #[arg(long)]
+        event: std::path::PathBuf,
+        /// The synced tables as TOML text ([[tables]] entries, as for lakebase-sync
+        /// --config) or the s3:// URI of such a file.
+        #[arg(long, env = "LAKEBASE_CONFIG")]
+        lakebase_config: String,
+        /// postgres://user@host:port/database?sslmode=verify-full [default: the libpq
+        /// environment].
+        #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
+        postgres_url: Option<String>,
+        /// Secrets Manager secret holding the password (plain text, or JSON with a
+        /// "password" field).
+        #[arg(long, env = "POSTGRES_PASSWORD_SECRET_ARN")]
+        postgres_password_secret_arn: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -156,6 +183,7 @@ async fn main() -> ExitCode {
                 table: glue_table,
                 metadata_uri,
                 to_version,
+                known_version: None,
                 format_version: format_version(&iceberg_format_version),
             };
             run_glue_sync(&request).await
@@ -170,6 +198,7 @@ async fn main() -> ExitCode {
             target_table,
             interval,
             postgres_url,
+            to_version,
         } => {
             let tables = match config {
                 Some(path) => lakemirror::lakebase::read_config(&path),
@@ -184,7 +213,7 @@ async fn main() -> ExitCode {
                 ),
             };
             match tables {
-                Ok(tables) => run_lakebase_sync(&tables, postgres_url.as_deref()).await,
+                Ok(tables) => run_lakebase_sync(&tables, postgres_url.as_deref(), to_version).await,
                 Err(e) => Err(e),
             }
         }
@@ -205,6 +234,22 @@ async fn main() -> ExitCode {
                 format_version: format_version(&iceberg_format_version),
             };
             invoke_glue_sync(&event, config).await
+        }
+        Command::Invoke {
+            function:
+                Function::LakebaseSync {
+                    event,
+                    lakebase_config,
+                    postgres_url,
+                    postgres_password_secret_arn,
+                },
+        } => {
+            let config = lakemirror::lakebase::function::LakebaseSyncConfig {
+                config: lakebase_config,
+                postgres_url,
+                password_secret_arn: postgres_password_secret_arn,
+            };
+            invoke_lakebase_sync(&event, config).await
         }
     };
     match outcome {
@@ -264,19 +309,22 @@ fn one_table(
 async fn run_lakebase_sync(
     tables: &[lakemirror::lakebase::SyncedTable],
     postgres_url: Option<&str>,
+    to_version: Option<i64>,
 ) -> lakemirror::Result<String> {
     let connection = lakemirror::lakebase::Connection::new(postgres_url, None)?;
     let mut client = connection.connect().await?;
     let mut lines = Vec::new();
     let mut first_error = None;
     for table in tables {
-        match lakemirror::lakebase::lakebase_sync(&mut client, table).await {
+        match lakemirror::lakebase::lakebase_sync(&mut client, table, to_version).await {
             Ok(report) => {
                 eprintln!(
-                    "{} is at Delta version {} (+{} / -{} rows){}",
+                    "{} is at Delta version {} ({}: +{} ~{} -{} rows){}",
                     report.target,
                     report.delta_version,
+                    report.mode,
                     report.rows_inserted,
+                    report.rows_updated,
                     report.rows_deleted,
                     if report.up_to_date {
                         ", already up to date"
@@ -328,14 +376,29 @@ async fn run_glue_sync(request: &GlueSyncRequest) -> lakemirror::Result<String> 
     Ok(serde_json::to_string(&report)?)
 }
 
+async fn invoke_lakebase_sync(
+    event: &std::path::Path,
+    config: lakemirror::lakebase::function::LakebaseSyncConfig,
+) -> lakemirror::Result<String> {
+    let event = read_event(event)?;
+    let function = lakemirror::lakebase::function::LakebaseSyncFunction::from_config(config).await;
+    let response = function.handle(&event).await?;
+    Ok(serde_json::to_string(&response)?)
+}
+
+/// A JSON event file.
+fn read_event(event: &std::path::Path) -> lakemirror::Result<serde_json::Value> {
+    let text = std::fs::read_to_string(event).map_err(|e| {
+        lakemirror::Error::InvalidInput(format!("cannot read event file {}: {e}", event.display()))
+    })?;
+    Ok(serde_json::from_str(&text)?)
+}
+
 async fn invoke_glue_sync(
     event: &std::path::Path,
     config: GlueSyncConfig,
 ) -> lakemirror::Result<String> {
-    let text = std::fs::read_to_string(event).map_err(|e| {
-        lakemirror::Error::InvalidInput(format!("cannot read event file {}: {e}", event.display()))
-    })?;
-    let event: serde_json::Value = serde_json::from_str(&text)?;
+    let event = read_event(event)?;
     let function = GlueSyncFunction::from_config(config).await;
     let response = function.handle(&event, None).await?;
     Ok(serde_json::to_string(&response)?)

@@ -76,6 +76,16 @@ pub struct SyncedTable {
     pub target: TableName,
 }
 
+impl SyncedTable {
+    /// The Delta table URI of a `source.path` source.
+    pub fn source_path(&self) -> Option<&str> {
+        match &self.source {
+            Source::Path(path) => Some(path),
+            Source::UnityCatalog { .. } => None,
+        }
+    }
+}
+
 /// The keys of one table as written (flags or one `[[tables]]` entry).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -132,20 +142,22 @@ pub fn read_config(path: &std::path::Path) -> Result<Vec<SyncedTable>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::InvalidInput(format!("cannot read config file {}: {e}", path.display()))
     })?;
-    let file: ConfigFile = toml::from_str(&text)
-        .map_err(|e| Error::InvalidInput(format!("config file {}: {e}", path.display())))?;
+    parse_config(&text, &format!("config file {}", path.display()))
+}
+
+/// Parses TOML config text (`origin` names it in errors): every `[[tables]]` entry, checked.
+pub fn parse_config(text: &str, origin: &str) -> Result<Vec<SyncedTable>> {
+    let file: ConfigFile =
+        toml::from_str(text).map_err(|e| Error::InvalidInput(format!("{origin}: {e}")))?;
     if file.tables.is_empty() {
-        return Err(Error::InvalidInput(format!(
-            "config file {} lists no [[tables]]",
-            path.display()
-        )));
+        return Err(Error::InvalidInput(format!("{origin} lists no [[tables]]")));
     }
     file.tables
         .iter()
         .enumerate()
         .map(|(i, keys)| {
             keys.check()
-                .map_err(|e| Error::InvalidInput(format!("{} tables[{i}]: {e}", path.display())))
+                .map_err(|e| Error::InvalidInput(format!("{origin} tables[{i}]: {e}")))
         })
         .collect()
 }

@@ -1,8 +1,10 @@
 //! Reverse sync: Delta tables into PostgreSQL / Databricks Lakebase tables for low-latency
 //! application reads.
 
+pub mod changes;
 pub mod config;
 pub mod copy;
+pub mod function;
 pub mod postgres;
 pub mod read;
 pub mod sync;

@@ -136,9 +136,24 @@ impl Connection {
 
     /// Opens a session; the connection task runs until the client is dropped.
     pub async fn connect(&self) -> Result<Client> {
-        let failed = |e: tokio_postgres::Error| Error::Postgres {
-            message: format!("cannot connect to {self}: {e}"),
-            retryable: true,
+        let failed = |e: tokio_postgres::Error| {
+            // tokio-postgres says only "error performing TLS handshake"; the why is below.
+            let mut message = format!("cannot connect to {self}: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            let certificate = message.contains("certificate");
+            if certificate {
+                message.push_str(
+                    " (sslmode=verify-full checks the server's certificate against sslrootcert, else the system's roots, and the host name: give sslrootcert=<CA file> and connect by a name the certificate holds)",
+                );
+            }
+            Error::Postgres {
+                message,
+                retryable: !certificate,
+            }
         };
         let mut config = self.config.clone();
         if self.ssl == SslMode::Disable {

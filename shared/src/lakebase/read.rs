@@ -8,6 +8,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, new_null_array};
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use roaring::RoaringTreemap;
 
 use super::copy::CopyColumn;
 use super::types::pg_type;
@@ -48,17 +49,47 @@ pub fn source_columns(table: &str, metadata: &Metadata) -> Result<Vec<SourceColu
         .collect()
 }
 
-/// Reads one data file: batches of columns in `columns` order, cast for encoding.
+/// Which rows of a data file to read.
+#[derive(Debug, Clone)]
+pub enum Rows {
+    /// The rows its deletion vector leaves.
+    Live,
+    /// Exactly these row positions.
+    At(RoaringTreemap),
+}
+
+/// The row positions `add`'s deletion vector deletes (empty without one).
+pub async fn deleted_positions(store: &TableStorage, add: &Add) -> Result<RoaringTreemap> {
+    match &add.deletion_vector {
+        Some(dv) => {
+            let location = data_file_location(store.root_uri(), &add.path)?;
+            read_positions(store, &location, dv).await
+        }
+        None => Ok(RoaringTreemap::new()),
+    }
+}
+
+/// Reads `rows` of one data file: batches of columns in `columns` order, cast for encoding.
 pub async fn read_file(
     store: &TableStorage,
     columns: &[SourceColumn],
     add: &Add,
+    rows: &Rows,
 ) -> Result<Vec<Vec<ArrayRef>>> {
+    if let Rows::At(positions) = rows
+        && positions.is_empty()
+    {
+        return Ok(Vec::new());
+    }
     let location = data_file_location(store.root_uri(), &add.path)?;
     let (bytes, _) = store.get(&location).await?;
-    let deleted = match &add.deletion_vector {
-        Some(dv) => Some(read_positions(store, &location, dv).await?),
-        None => None,
+    // Positions to keep (`true`) or drop (`false`).
+    let filter = match rows {
+        Rows::Live if add.deletion_vector.is_some() => {
+            Some((false, deleted_positions(store, add).await?))
+        }
+        Rows::Live => None,
+        Rows::At(positions) => Some((true, positions.clone())),
     };
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
     let mut batches = Vec::new();
@@ -66,10 +97,10 @@ pub async fn read_file(
     for batch in reader {
         let batch = batch?;
         let rows = batch.num_rows() as u64;
-        let batch = match &deleted {
-            Some(positions) => {
+        let batch = match &filter {
+            Some((listed_kept, positions)) => {
                 let keep: BooleanArray = (first_row..first_row + rows)
-                    .map(|p| Some(!positions.contains(p)))
+                    .map(|p| Some(positions.contains(p) == *listed_kept))
                     .collect();
                 arrow_select::filter::filter_record_batch(&batch, &keep)?
             }

@@ -14,12 +14,13 @@ use futures::SinkExt;
 use serde::Serialize;
 use tokio_postgres::{Client, Transaction};
 
+use super::changes::{FileChanges, file_changes, full_refresh_is_cheaper};
 use super::config::{Conflict, Mode, Source, SyncedTable};
 use super::copy::{HEADER, Rejected, TRAILER, encode_rows};
 use super::postgres::{TableName, pg_error, quote_ident, quote_literal};
-use super::read::{SourceColumn, read_file, source_columns};
-use crate::delta::DeltaLog;
-use crate::delta::actions::unsupported_feature;
+use super::read::{Rows, SourceColumn, deleted_positions, read_file, source_columns};
+use crate::delta::actions::{Add, Metadata, unsupported_feature};
+use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot};
 use crate::error::{Error, Result};
 use crate::storage::{IoCounters, TableStorage};
 
@@ -43,8 +44,31 @@ pub struct LakebaseReport {
     pub elapsed_ms: u64,
 }
 
-/// Syncs one table.
-pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<LakebaseReport> {
+/// What `lakemirror.sync_state` says about a target.
+#[derive(Debug, Clone)]
+struct SyncState {
+    version: i64,
+    rows: i64,
+    /// The Delta metadata at `version` (absent in rows written before it was recorded).
+    metadata: Option<Metadata>,
+}
+
+/// Row counts of one applied sync.
+#[derive(Debug, Clone, Copy, Default)]
+struct Applied {
+    version: i64,
+    inserted: u64,
+    updated: u64,
+    deleted: u64,
+    up_to_date: bool,
+}
+
+/// Syncs one table, up to Delta version `to_version` (the newest when None).
+pub async fn lakebase_sync(
+    client: &mut Client,
+    table: &SyncedTable,
+    to_version: Option<i64>,
+) -> Result<LakebaseReport> {
     let started = Instant::now();
     let uri = match &table.source {
         Source::Path(uri) => uri.clone(),
@@ -55,40 +79,12 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
             )));
         }
     };
-    if table.mode == Mode::Incremental {
-        return Err(Error::InvalidInput(format!(
-            "{}: sync.mode = incremental is not available in this release; use full_refresh",
-            table.target
-        )));
-    }
     let store = TableStorage::open(&uri, Arc::new(IoCounters::default()))?;
-    let snapshot = DeltaLog::new(store.clone()).snapshot(None).await?;
-    let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
-        return Err(Error::malformed(&uri, "no metaData or protocol action"));
-    };
-    if let Some(feature) = unsupported_feature(protocol, Some(metadata)) {
-        return Err(Error::UnsupportedFeature {
-            table: uri.clone(),
-            feature,
-        });
-    }
-    let columns = source_columns(&uri, metadata)?;
-    for key in &table.primary_key {
-        if !columns.iter().any(|c| &c.copy.name == key) {
-            return Err(Error::InvalidInput(format!(
-                "sync.primary_key: {uri} has no column {key:?} (columns: {})",
-                columns
-                    .iter()
-                    .map(|c| c.copy.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
+    let log = DeltaLog::new(store);
     ensure_state_table(client).await?;
 
     let target = &table.target;
-    let tx = client
+    let mut tx = client
         .transaction()
         .await
         .map_err(|e| pg_error("starting a transaction", e))?;
@@ -99,13 +95,7 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
     )
     .await
     .map_err(|e| pg_error("waiting for the target's lock", e))?;
-    let state = tx
-        .query_opt(
-            &format!("SELECT delta_version FROM {STATE_TABLE} WHERE target = $1"),
-            &[&target.sql()],
-        )
-        .await
-        .map_err(|e| pg_error("reading lakemirror.sync_state", e))?;
+    let state = read_state(&tx, target).await?;
     let exists = tx
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&target.sql()])
         .await
@@ -116,9 +106,61 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
             "{target} exists and was not created by lakemirror; nothing was changed. Set sync.conflict_on_existing = \"replace\" (--conflict-on-existing replace) to replace it, or choose another target.table_name"
         )));
     }
-    if exists && state.as_ref().map(|r| r.get::<_, i64>(0)) == Some(snapshot.version) {
-        tx.commit().await.map_err(|e| pg_error("committing", e))?;
-        return Ok(report(table, snapshot.version, 0, 0, true, started));
+    if table.mode == Mode::Incremental
+        && exists
+        && let Some(state) = &state
+    {
+        let increment = tx
+            .savepoint("lakemirror_increment")
+            .await
+            .map_err(|e| pg_error("starting the increment", e))?;
+        match apply_increment(&increment, &log, table, state, to_version).await? {
+            Some(applied) => {
+                increment
+                    .commit()
+                    .await
+                    .map_err(|e| pg_error("finishing the increment", e))?;
+                tx.commit()
+                    .await
+                    .map_err(|e| pg_error(&format!("committing the increment of {target}"), e))?;
+                return Ok(report(table, Mode::Incremental, applied, started));
+            }
+            None => increment
+                .rollback()
+                .await
+                .map_err(|e| pg_error("abandoning the increment", e))?,
+        }
+    }
+    let applied = full_refresh(&tx, &log, table, exists, state.as_ref(), to_version).await?;
+    tx.commit()
+        .await
+        .map_err(|e| pg_error(&format!("committing the refresh of {target}"), e))?;
+    Ok(report(table, Mode::FullRefresh, applied, started))
+}
+
+/// Replaces the target with the rows of the Delta version: loaded into a new table, which
+/// takes the old one's place, grants and name.
+async fn full_refresh(
+    tx: &Transaction<'_>,
+    log: &DeltaLog,
+    table: &SyncedTable,
+    exists: bool,
+    state: Option<&SyncState>,
+    to_version: Option<i64>,
+) -> Result<Applied> {
+    let store = log.table();
+    let uri = store.root_uri().to_string();
+    let target = &table.target;
+    let snapshot = log.snapshot(to_version).await?;
+    let metadata = readable_metadata(&uri, &snapshot)?;
+    let columns = source_columns(&uri, metadata)?;
+    check_primary_key(&uri, &columns, &table.primary_key)?;
+    if exists && state.map(|s| s.version) == Some(snapshot.version) {
+        return Ok(Applied {
+            version: snapshot.version,
+            up_to_date: true,
+            ..Applied::default()
+        });
     }
     let previous_rows: i64 = if exists {
         tx.query_one(&format!("SELECT count(*) FROM {}", target.sql()), &[])
@@ -171,7 +213,17 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
     ))
     .await
     .map_err(|e| pg_error(&format!("creating {staging}"), e))?;
-    let loaded = copy_rows(&tx, &store, &columns, &snapshot, &staging, table).await?;
+    let mut files: Vec<_> = snapshot.active.files.values().collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let loaded = copy_rows(
+        tx,
+        store,
+        &columns,
+        files.into_iter().map(|add| (add.clone(), Rows::Live)),
+        &staging,
+        table,
+    )
+    .await?;
     crate::crash::point("lakebase-after-copy");
     if !table.primary_key.is_empty() {
         let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
@@ -184,8 +236,9 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
         .await
         .map_err(|e| duplicate_key(target, &uri, e))?;
     }
+    crate::crash::point("lakebase-after-index");
     if exists {
-        copy_grants(&tx, target, &staging).await?;
+        copy_grants(tx, target, &staging).await?;
         tx.batch_execute(&format!("DROP TABLE {}", target.sql()))
             .await
             .map_err(|e| pg_error(&format!("dropping the old {target}"), e))?;
@@ -210,55 +263,465 @@ pub async fn lakebase_sync(client: &mut Client, table: &SyncedTable) -> Result<L
         .await
         .map_err(|e| pg_error("naming the primary key", e))?;
     }
+    crate::crash::point("lakebase-after-swap");
     let rows = i64::try_from(loaded).unwrap_or(i64::MAX);
+    write_state(
+        tx,
+        table,
+        &uri,
+        Mode::FullRefresh,
+        snapshot.version,
+        rows,
+        metadata,
+    )
+    .await?;
+    Ok(Applied {
+        version: snapshot.version,
+        inserted: loaded,
+        updated: 0,
+        deleted: u64::try_from(previous_rows).unwrap_or(0),
+        up_to_date: false,
+    })
+}
+
+/// Applies the commits after the synced version to the target by primary key. None when
+/// they cannot be applied from the log alone (cleaned up, removes without partition values,
+/// a data file already vacuumed): the caller refreshes fully instead.
+async fn apply_increment(
+    tx: &Transaction<'_>,
+    log: &DeltaLog,
+    table: &SyncedTable,
+    state: &SyncState,
+    to_version: Option<i64>,
+) -> Result<Option<Applied>> {
+    let store = log.table();
+    let uri = store.root_uri().to_string();
+    let target = &table.target;
+    if to_version.is_some_and(|v| v < state.version) {
+        return Err(Error::InvalidInput(format!(
+            "{target} is at Delta version {} already; an incremental sync cannot go back to {}. Run a full refresh (--mode full_refresh) to load an older version",
+            state.version,
+            to_version.unwrap_or_default()
+        )));
+    }
+    let commits = match log.commits_since(state.version, to_version, None).await? {
+        CommitsSince::Contiguous(commits) => commits,
+        CommitsSince::Gap { first_available } => {
+            tracing::warn!(%target, synced = state.version, ?first_available, "the commits after the synced version were cleaned up from the Delta log; refreshing fully");
+            return Ok(None);
+        }
+    };
+    let Some(last) = commits.last() else {
+        return Ok(Some(Applied {
+            version: state.version,
+            up_to_date: true,
+            ..Applied::default()
+        }));
+    };
+    let version = last.version;
+
+    // The schema at the end of the range: the state's, unless a commit changed it.
+    let changed_metadata = commits
+        .iter()
+        .any(|c| c.metadata.is_some() || c.protocol.is_some());
+    let metadata = match (&state.metadata, changed_metadata) {
+        (Some(m), false) => m.clone(),
+        _ => readable_metadata(&uri, &log.snapshot(Some(version)).await?)?.clone(),
+    };
+    let columns = source_columns(&uri, &metadata)?;
+    check_primary_key(&uri, &columns, &table.primary_key)?;
+    let target_key = primary_key_of(tx, target).await?;
+    if target_key != table.primary_key {
+        return Err(Error::InvalidInput(format!(
+            "{target} has primary key ({}) but sync.primary_key is ({}); run a full refresh (--mode full_refresh) to rebuild it",
+            target_key.join(", "),
+            table.primary_key.join(", ")
+        )));
+    }
+    let existing = target_columns(tx, target).await?;
+    let added_columns = schema_change(&uri, target, &existing, &columns)?;
+
+    let changes = match file_changes(&commits, !metadata.partition_columns.is_empty()) {
+        Ok(changes) => changes,
+        Err(reason) => {
+            tracing::warn!(%target, %reason, "the commits cannot be applied row by row; refreshing fully");
+            return Ok(None);
+        }
+    };
+    if let Some(read) = changes.rows_read()
+        && full_refresh_is_cheaper(read, u64::try_from(state.rows).unwrap_or(0))
+    {
+        tracing::info!(%target, rows_read = read, table_rows = state.rows, "the changed files hold most of the table (Delta rewrote them whole); a full refresh is cheaper");
+        return Ok(None);
+    }
+    for column in &added_columns {
+        tx.batch_execute(&format!(
+            "ALTER TABLE {} ADD COLUMN {} {}",
+            target.sql(),
+            quote_ident(&column.copy.name),
+            column.copy.pg.sql()
+        ))
+        .await
+        .map_err(|e| {
+            pg_error(
+                &format!("adding column {} to {target}", column.copy.name),
+                e,
+            )
+        })?;
+    }
+    let mut applied = Applied {
+        version,
+        ..Applied::default()
+    };
+    if !changes.is_empty() {
+        match apply_changes(tx, store, table, &columns, &changes).await {
+            Ok((inserted, updated, deleted)) => {
+                applied.inserted = inserted;
+                applied.updated = updated;
+                applied.deleted = deleted;
+            }
+            Err(Error::Storage(object_store::Error::NotFound { path, .. })) => {
+                tracing::warn!(%target, file = %path, "a data file the increment needs is gone (vacuumed); refreshing fully");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    crate::crash::point("lakebase-increment-after-apply");
+    let rows = state.rows + applied.inserted as i64 - applied.deleted as i64;
+    write_state(tx, table, &uri, Mode::Incremental, version, rows, &metadata).await?;
+    Ok(Some(applied))
+}
+
+/// Loads the changed rows into temporary tables and applies them: keys that left the table
+/// are deleted, rows at the end of the range are inserted or updated (unchanged rows are not
+/// written). Returns (inserted, updated, deleted).
+async fn apply_changes(
+    tx: &Transaction<'_>,
+    store: &TableStorage,
+    table: &SyncedTable,
+    columns: &[SourceColumn],
+    changes: &FileChanges,
+) -> Result<(u64, u64, u64)> {
+    let target = &table.target;
+    let upserts = TableName {
+        schema: "pg_temp".into(),
+        table: "lakemirror_upserts".into(),
+    };
+    let deletes = TableName {
+        schema: "pg_temp".into(),
+        table: "lakemirror_deletes".into(),
+    };
+    let all: Vec<String> = columns.iter().map(|c| quote_ident(&c.copy.name)).collect();
+    let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
+    let key_columns: Vec<SourceColumn> = table
+        .primary_key
+        .iter()
+        .filter_map(|k| columns.iter().find(|c| &c.copy.name == k).cloned())
+        .collect();
+    tx.batch_execute(&format!(
+        "CREATE TEMP TABLE lakemirror_upserts ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA;
+         CREATE TEMP TABLE lakemirror_deletes ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA",
+        all.join(", "),
+        target.sql(),
+        keys.join(", "),
+        target.sql()
+    ))
+    .await
+    .map_err(|e| pg_error("creating the temporary tables of the increment", e))?;
+
+    // Rows at the end: added files, and rows a deletion vector no longer deletes.
+    let mut rows_in = Vec::new();
+    let mut rows_out = Vec::new();
+    for add in &changes.added {
+        rows_in.push((add.clone(), Rows::Live));
+    }
+    for add in &changes.removed {
+        rows_out.push((add.clone(), Rows::Live));
+    }
+    for (start, end) in &changes.redeleted {
+        let before = deleted_positions(store, start).await?;
+        let after = deleted_positions(store, end).await?;
+        rows_in.push((end.clone(), Rows::At(&before - &after)));
+        rows_out.push((end.clone(), Rows::At(&after - &before)));
+    }
+    copy_rows(tx, store, columns, rows_in, &upserts, table).await?;
+    copy_rows(tx, store, &key_columns, rows_out, &deletes, table).await?;
+    crate::crash::point("lakebase-increment-after-copy");
+
+    let duplicate = tx
+        .query_opt(
+            &format!(
+                "SELECT concat_ws(', ', {}) FROM lakemirror_upserts GROUP BY {} HAVING count(*) > 1 LIMIT 1",
+                table
+                    .primary_key
+                    .iter()
+                    .map(|k| format!("{} || '=' || {}::text", quote_literal(k), quote_ident(k)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                keys.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("looking for duplicate keys", e))?;
+    if let Some(row) = duplicate {
+        let key: String = row.get(0);
+        return Err(Error::InvalidInput(format!(
+            "{target}: the Delta table {} holds the primary key ({key}) more than once; nothing was changed. Fix the source or sync.primary_key",
+            store.root_uri()
+        )));
+    }
+    tx.batch_execute("ANALYZE lakemirror_upserts; ANALYZE lakemirror_deletes")
+        .await
+        .map_err(|e| pg_error("analyzing the increment", e))?;
+
+    let same_key = |a: &str, b: &str| {
+        table
+            .primary_key
+            .iter()
+            .map(|k| format!("{a}.{k} = {b}.{k}", k = quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    };
+    let deleted = tx
+        .execute(
+            &format!(
+                "DELETE FROM {} t USING lakemirror_deletes d WHERE {} AND NOT EXISTS (SELECT 1 FROM lakemirror_upserts u WHERE {})",
+                target.sql(),
+                same_key("t", "d"),
+                same_key("u", "d")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("deleting rows from {target}"), e))?;
+    let values: Vec<String> = columns
+        .iter()
+        .filter(|c| !table.primary_key.contains(&c.copy.name))
+        .map(|c| quote_ident(&c.copy.name))
+        .collect();
+    let on_conflict = if values.is_empty() {
+        "DO NOTHING".to_string()
+    } else {
+        format!(
+            "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
+            values
+                .iter()
+                .map(|v| format!("{v} = EXCLUDED.{v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            values
+                .iter()
+                .map(|v| format!("t.{v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            values
+                .iter()
+                .map(|v| format!("EXCLUDED.{v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH written AS (
+                   INSERT INTO {} AS t ({cols}) SELECT {cols} FROM lakemirror_upserts
+                   ON CONFLICT ({}) {on_conflict}
+                   RETURNING (xmax = 0) AS inserted)
+                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written",
+                target.sql(),
+                keys.join(", "),
+                cols = all.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("writing rows into {target}"), e))?;
+    let (inserted, updated): (i64, i64) = (row.get(0), row.get(1));
+    Ok((
+        u64::try_from(inserted).unwrap_or(0),
+        u64::try_from(updated).unwrap_or(0),
+        deleted,
+    ))
+}
+
+/// The snapshot's metadata, when the table has one and needs no reader feature lakemirror
+/// lacks.
+fn readable_metadata<'a>(uri: &str, snapshot: &'a DeltaSnapshot) -> Result<&'a Metadata> {
+    let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
+        return Err(Error::malformed(uri, "no metaData or protocol action"));
+    };
+    if let Some(feature) = unsupported_feature(protocol, Some(metadata)) {
+        return Err(Error::UnsupportedFeature {
+            table: uri.to_string(),
+            feature,
+        });
+    }
+    Ok(metadata)
+}
+
+/// Every configured key column exists in the source.
+fn check_primary_key(uri: &str, columns: &[SourceColumn], primary_key: &[String]) -> Result<()> {
+    for key in primary_key {
+        if !columns.iter().any(|c| &c.copy.name == key) {
+            return Err(Error::InvalidInput(format!(
+                "sync.primary_key: {uri} has no column {key:?} (columns: {})",
+                columns
+                    .iter()
+                    .map(|c| c.copy.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The target's primary key columns, in key order.
+async fn primary_key_of(tx: &Transaction<'_>, target: &TableName) -> Result<Vec<String>> {
+    let rows = tx
+        .query(
+            "SELECT a.attname::text FROM pg_index i
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+             WHERE i.indrelid = $1::text::regclass AND i.indisprimary ORDER BY k.n",
+            &[&target.sql()],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("reading the primary key of {target}"), e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The target's columns and their types as PostgreSQL spells them.
+async fn target_columns(tx: &Transaction<'_>, target: &TableName) -> Result<Vec<(String, String)>> {
+    let rows = tx
+        .query(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+             WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&target.sql()],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("reading the columns of {target}"), e))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The source columns the target lacks (they become `ADD COLUMN`); any other difference
+/// (a column dropped, renamed or retyped) needs a full refresh.
+fn schema_change<'a>(
+    uri: &str,
+    target: &TableName,
+    existing: &[(String, String)],
+    columns: &'a [SourceColumn],
+) -> Result<Vec<&'a SourceColumn>> {
+    let needs_refresh = |what: String| {
+        Error::InvalidInput(format!(
+            "{target}: {what} in {uri}; an incremental sync only adds columns. Run a full refresh (--mode full_refresh, or sync.mode = \"full_refresh\" once) to rebuild the table"
+        ))
+    };
+    for (name, _) in existing {
+        if !columns.iter().any(|c| &c.copy.name == name) {
+            return Err(needs_refresh(format!("column {name:?} is gone")));
+        }
+    }
+    let mut added = Vec::new();
+    for column in columns {
+        match existing.iter().find(|(name, _)| name == &column.copy.name) {
+            None => added.push(column),
+            Some((_, pg)) if !same_type(pg, &column.copy.pg.sql()) => {
+                return Err(needs_refresh(format!(
+                    "column {:?} changed type from {pg} to {}",
+                    column.copy.name,
+                    column.copy.pg.sql()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(added)
+}
+
+/// Whether PostgreSQL's spelling of a type (`format_type`) is the type lakemirror creates.
+fn same_type(postgres: &str, ours: &str) -> bool {
+    let canonical = |t: &str| {
+        t.to_ascii_lowercase()
+            .replace("timestamp with time zone", "timestamptz")
+            .replace("timestamp without time zone", "timestamp")
+            .replace("double precision", "float8")
+            .replace("real", "float4")
+            .replace("smallint", "int2")
+            .replace("integer", "int4")
+            .replace("bigint", "int8")
+            .replace("boolean", "bool")
+            .replace("character varying", "varchar")
+            .replace(' ', "")
+    };
+    canonical(postgres) == canonical(ours)
+}
+
+async fn read_state(tx: &Transaction<'_>, target: &TableName) -> Result<Option<SyncState>> {
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT delta_version, rows, delta_metadata::text FROM {STATE_TABLE} WHERE target = $1"
+            ),
+            &[&target.sql()],
+        )
+        .await
+        .map_err(|e| pg_error("reading lakemirror.sync_state", e))?;
+    Ok(row.map(|row| SyncState {
+        version: row.get(0),
+        rows: row.get(1),
+        metadata: row
+            .get::<_, Option<String>>(2)
+            .and_then(|text| serde_json::from_str(&text).ok()),
+    }))
+}
+
+async fn write_state(
+    tx: &Transaction<'_>,
+    table: &SyncedTable,
+    uri: &str,
+    mode: Mode,
+    version: i64,
+    rows: i64,
+    metadata: &Metadata,
+) -> Result<()> {
+    let metadata = serde_json::to_string(metadata)?;
     tx.execute(
         &format!(
-            "INSERT INTO {STATE_TABLE} (target, source, mode, delta_version, rows, synced_at)
-             VALUES ($1, $2, $3, $4, $5, now())
+            "INSERT INTO {STATE_TABLE} (target, source, mode, delta_version, rows, synced_at, delta_metadata)
+             VALUES ($1, $2, $3, $4, $5, now(), $6::text::jsonb)
              ON CONFLICT (target) DO UPDATE SET source = EXCLUDED.source, mode = EXCLUDED.mode,
-               delta_version = EXCLUDED.delta_version, rows = EXCLUDED.rows, synced_at = now()"
+               delta_version = EXCLUDED.delta_version, rows = EXCLUDED.rows, synced_at = now(),
+               delta_metadata = EXCLUDED.delta_metadata"
         ),
         &[
-            &target.sql(),
+            &table.target.sql(),
             &uri,
-            &Mode::FullRefresh.as_str(),
-            &snapshot.version,
+            &mode.as_str(),
+            &version,
             &rows,
+            &metadata,
         ],
     )
     .await
     .map_err(|e| pg_error("recording the synced version", e))?;
-    tx.commit()
-        .await
-        .map_err(|e| pg_error(&format!("committing the refresh of {target}"), e))?;
-    let deleted = u64::try_from(previous_rows).unwrap_or(0);
-    Ok(report(
-        table,
-        snapshot.version,
-        loaded,
-        deleted,
-        false,
-        started,
-    ))
+    crate::crash::point("lakebase-after-state");
+    Ok(())
 }
 
-fn report(
-    table: &SyncedTable,
-    version: i64,
-    inserted: u64,
-    deleted: u64,
-    up_to_date: bool,
-    started: Instant,
-) -> LakebaseReport {
+fn report(table: &SyncedTable, mode: Mode, applied: Applied, started: Instant) -> LakebaseReport {
     LakebaseReport {
         source: table.source.to_string(),
         target: table.target.to_string(),
-        mode: table.mode.as_str(),
-        delta_version: version,
-        rows_inserted: inserted,
-        rows_updated: 0,
-        rows_deleted: deleted,
-        up_to_date,
+        mode: mode.as_str(),
+        delta_version: applied.version,
+        rows_inserted: applied.inserted,
+        rows_updated: applied.updated,
+        rows_deleted: applied.deleted,
+        up_to_date: applied.up_to_date,
         elapsed_ms: started.elapsed().as_millis() as u64,
     }
 }
@@ -269,17 +732,30 @@ async fn ensure_state_table(client: &mut Client) -> Result<()> {
         .transaction()
         .await
         .map_err(|e| pg_error("starting a transaction", e))?;
+    // Each step only when needed: the IF NOT EXISTS forms check privileges (CREATE on the
+    // database, ownership of the table) even when there is nothing to do, and the state
+    // table may belong to another user of the same database.
     tx.batch_execute(&format!(
         "SELECT pg_advisory_xact_lock(hashtext('lakemirror:sync_state'));
-         CREATE SCHEMA IF NOT EXISTS \"lakemirror\";
-         CREATE TABLE IF NOT EXISTS {STATE_TABLE} (
-           target text PRIMARY KEY,
-           source text NOT NULL,
-           mode text NOT NULL,
-           delta_version bigint NOT NULL,
-           rows bigint NOT NULL,
-           synced_at timestamptz NOT NULL
-         )"
+         DO $$ BEGIN
+           IF to_regnamespace('lakemirror') IS NULL THEN
+             CREATE SCHEMA \"lakemirror\";
+           END IF;
+           IF to_regclass('lakemirror.sync_state') IS NULL THEN
+             CREATE TABLE {STATE_TABLE} (
+               target text PRIMARY KEY,
+               source text NOT NULL,
+               mode text NOT NULL,
+               delta_version bigint NOT NULL,
+               rows bigint NOT NULL,
+               synced_at timestamptz NOT NULL,
+               delta_metadata jsonb
+             );
+           ELSIF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'lakemirror.sync_state'::regclass
+                             AND attname = 'delta_metadata' AND NOT attisdropped) THEN
+             ALTER TABLE {STATE_TABLE} ADD COLUMN delta_metadata jsonb;
+           END IF;
+         END $$"
     ))
     .await
     .map_err(|e| {
@@ -291,19 +767,22 @@ async fn ensure_state_table(client: &mut Client) -> Result<()> {
     tx.commit().await.map_err(|e| pg_error("committing", e))
 }
 
-/// Streams every active file's rows into `staging`; returns the row count.
+/// Streams `rows` of each file into `into` (columns named, in `columns` order); returns
+/// the row count.
 async fn copy_rows(
     tx: &Transaction<'_>,
     store: &TableStorage,
     columns: &[SourceColumn],
-    snapshot: &crate::delta::DeltaSnapshot,
-    staging: &TableName,
+    files: impl IntoIterator<Item = (Add, Rows)>,
+    into: &TableName,
     table: &SyncedTable,
 ) -> Result<u64> {
+    let names: Vec<String> = columns.iter().map(|c| quote_ident(&c.copy.name)).collect();
     let sink = tx
         .copy_in::<_, Bytes>(&format!(
-            "COPY {} FROM STDIN (FORMAT binary)",
-            staging.sql()
+            "COPY {} ({}) FROM STDIN (FORMAT binary)",
+            into.sql(),
+            names.join(", ")
         ))
         .await
         .map_err(|e| pg_error("starting COPY", e))?;
@@ -311,10 +790,8 @@ async fn copy_rows(
     let copy_columns: Vec<_> = columns.iter().map(|c| c.copy.clone()).collect();
     let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + (1 << 16));
     buffer.extend_from_slice(HEADER);
-    let mut files: Vec<_> = snapshot.active.files.values().collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    for add in files {
-        for arrays in read_file(store, columns, add).await? {
+    for (add, rows) in files {
+        for arrays in read_file(store, columns, &add, &rows).await? {
             encode_rows(&copy_columns, &arrays, &mut buffer)
                 .map_err(|r| rejected(table, columns, &arrays, &add.path, r))?;
             if buffer.len() >= CHUNK_BYTES {

@@ -1,0 +1,267 @@
+//! The `lakebase-sync` function: a schedule tick or `_delta_log` events in, the synced tables
+//! that are due (or announced) brought up to date, a response out. Used by the Lambda function
+//! and by `lakemirror invoke lakebase-sync`.
+//!
+//! One schedule serves every table: on each tick a table is synced when its `sync.interval`
+//! has passed since `lakemirror.sync_state` last recorded it, so adding a table or changing
+//! its interval is a config change, not a new schedule. Commit events of a table's
+//! `source.path` sync it at once, whatever its interval.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::config::{SyncedTable, parse_config};
+use super::postgres::{Connection, pg_error};
+use super::sync::{LakebaseReport, STATE_TABLE, lakebase_sync};
+use crate::error::{Error, Result};
+use crate::storage::{IoCounters, TableStorage};
+use crate::trigger::{deliveries, table_triggers};
+
+/// A tick this much early still syncs a table: schedules fire to the minute, not the second.
+const SCHEDULE_SLACK: Duration = Duration::from_secs(60);
+
+/// Configuration of the lakebase-sync function, from its environment.
+#[derive(Debug, Clone)]
+pub struct LakebaseSyncConfig {
+    /// `LAKEBASE_CONFIG`: the synced tables as TOML (`[[tables]]`, as for `--config`), or the
+    /// `s3://` URI of such a file.
+    pub config: String,
+    /// `POSTGRES_URL`; without it the libpq environment (`PGHOST`, `PGUSER`, ...).
+    pub postgres_url: Option<String>,
+    /// `POSTGRES_PASSWORD_SECRET_ARN`: a Secrets Manager secret holding the password (plain,
+    /// or JSON with a `password` field as RDS writes it); read on every invocation, so a
+    /// rotated password or a refreshed Lakebase OAuth token is picked up.
+    pub password_secret_arn: Option<String>,
+}
+
+impl LakebaseSyncConfig {
+    pub fn from_env() -> Result<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let config = var("LAKEBASE_CONFIG").ok_or_else(|| {
+            Error::InvalidInput(
+                "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, as for lakemirror lakebase-sync --config) or the s3:// URI of such a file".into(),
+            )
+        })?;
+        Ok(Self {
+            config,
+            postgres_url: var("POSTGRES_URL"),
+            password_secret_arn: var("POSTGRES_PASSWORD_SECRET_ARN"),
+        })
+    }
+}
+
+/// The lakebase-sync function: configuration and clients, built once per process.
+#[derive(Debug, Clone)]
+pub struct LakebaseSyncFunction {
+    pub config: LakebaseSyncConfig,
+    secrets: Option<aws_sdk_secretsmanager::Client>,
+}
+
+impl LakebaseSyncFunction {
+    pub async fn from_config(config: LakebaseSyncConfig) -> Self {
+        let secrets = match &config.password_secret_arn {
+            Some(_) => {
+                let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                Some(aws_sdk_secretsmanager::Client::new(&aws))
+            }
+            None => None,
+        };
+        Self { config, secrets }
+    }
+
+    /// Handles one event: commit events sync the tables they announce, anything else (a
+    /// schedule tick) syncs the tables that are due; the others count as `skipped`. Every
+    /// table is tried; the invocation fails when one of them failed, so the schedule's or
+    /// the queue's retries take over.
+    pub async fn handle(&self, event: &Value) -> Result<Value> {
+        let tables = self.tables().await?;
+        let announced: Vec<String> = table_triggers(&deliveries(event), &[])
+            .iter()
+            .map(|t| t.table_uri())
+            .collect();
+        let connection =
+            Connection::new(self.config.postgres_url.as_deref(), self.password().await?)?;
+        let mut client = connection.connect().await?;
+        let chosen: Vec<&SyncedTable> = if announced.is_empty() {
+            due(&client, &tables).await?
+        } else {
+            tables
+                .iter()
+                .filter(|t| {
+                    t.source_path()
+                        .is_some_and(|p| announced.contains(&normalized(p)))
+                })
+                .collect()
+        };
+        let mut synced: Vec<LakebaseReport> = Vec::new();
+        let mut failed = Vec::new();
+        let mut first_error = None;
+        for table in &chosen {
+            match lakebase_sync(&mut client, table, None).await {
+                Ok(report) => {
+                    tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
+                    synced.push(report);
+                }
+                Err(e) => {
+                    tracing::error!(target = %table.target, error = %e, "sync failed");
+                    failed.push(
+                        json!({ "target": table.target.to_string(), "error": e.to_string() }),
+                    );
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let response = json!({
+            "synced": synced,
+            "failed": failed,
+            "skipped": tables.len() - chosen.len(),
+        });
+        match first_error {
+            Some(e) => {
+                tracing::error!(%response, "some tables failed");
+                Err(e)
+            }
+            None => Ok(response),
+        }
+    }
+
+    /// The synced tables: `LAKEBASE_CONFIG` itself, or the file it names on S3.
+    async fn tables(&self) -> Result<Vec<SyncedTable>> {
+        let config = self.config.config.trim();
+        if !config.starts_with("s3://") {
+            return parse_config(config, "LAKEBASE_CONFIG");
+        }
+        let (parent, _) = config.rsplit_once('/').unwrap_or((config, ""));
+        let store = TableStorage::open(parent, std::sync::Arc::new(IoCounters::default()))?;
+        let (bytes, _) = store.get(config).await?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            Error::InvalidInput(format!("LAKEBASE_CONFIG {config} is not UTF-8: {e}"))
+        })?;
+        parse_config(text, &format!("LAKEBASE_CONFIG {config}"))
+    }
+
+    /// The password from Secrets Manager, when a secret is configured.
+    async fn password(&self) -> Result<Option<String>> {
+        let (Some(arn), Some(client)) = (&self.config.password_secret_arn, &self.secrets) else {
+            return Ok(None);
+        };
+        let secret = client
+            .get_secret_value()
+            .secret_id(arn)
+            .send()
+            .await
+            .map_err(|e| {
+                Error::InvalidInput(format!(
+                    "cannot read the password secret {arn}: {} (the function's role needs secretsmanager:GetSecretValue on it)",
+                    aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+                ))
+            })?;
+        let text = secret.secret_string().ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "secret {arn} holds no string; store the password as text"
+            ))
+        })?;
+        Ok(Some(password_of(text)))
+    }
+}
+
+/// A secret's password: the `password` field of a JSON secret, else the whole text.
+fn password_of(secret: &str) -> String {
+    serde_json::from_str::<Value>(secret)
+        .ok()
+        .and_then(|v| {
+            v.get("password")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| secret.to_string())
+}
+
+/// A table URI as the event parser spells it.
+fn normalized(uri: &str) -> String {
+    let uri = uri.trim().trim_end_matches('/');
+    match uri.strip_prefix("s3a://") {
+        Some(rest) => format!("s3://{rest}"),
+        None => uri.to_string(),
+    }
+}
+
+/// The tables whose interval has passed since their last sync (never synced: due).
+async fn due<'a>(
+    client: &tokio_postgres::Client,
+    tables: &'a [SyncedTable],
+) -> Result<Vec<&'a SyncedTable>> {
+    let has_state: bool = client
+        .query_one(
+            "SELECT to_regclass('lakemirror.sync_state') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("looking for lakemirror.sync_state", e))?
+        .get(0);
+    let ages: Vec<(String, f64)> = if has_state {
+        client
+            .query(
+                &format!(
+                    "SELECT target, extract(epoch FROM now() - synced_at)::float8 FROM {STATE_TABLE}"
+                ),
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error("reading lakemirror.sync_state", e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(tables
+        .iter()
+        .filter(|t| {
+            let age = ages
+                .iter()
+                .find(|(target, _)| *target == t.target.sql())
+                .map(|(_, seconds)| Duration::from_secs_f64(seconds.max(0.0)));
+            is_due(age, t.interval)
+        })
+        .collect())
+}
+
+/// Due when never synced, or when the interval has passed (within [`SCHEDULE_SLACK`]).
+fn is_due(since_last_sync: Option<Duration>, interval: Duration) -> bool {
+    since_last_sync.is_none_or(|age| age + SCHEDULE_SLACK >= interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_is_due_when_its_interval_has_passed() {
+        let quarter = Duration::from_secs(900);
+        assert!(is_due(None, quarter));
+        assert!(is_due(Some(Duration::from_secs(900)), quarter));
+        assert!(
+            is_due(Some(Duration::from_secs(850)), quarter),
+            "a tick a little early still counts"
+        );
+        assert!(!is_due(Some(Duration::from_secs(600)), quarter));
+    }
+
+    #[test]
+    fn passwords_come_from_plain_or_json_secrets() {
+        assert_eq!(password_of("s3cr3t"), "s3cr3t");
+        assert_eq!(
+            password_of(r#"{"username":"app","password":"p@ss"}"#),
+            "p@ss"
+        );
+        assert_eq!(password_of(r#"{"token":"x"}"#), r#"{"token":"x"}"#);
+    }
+
+    #[test]
+    fn s3a_and_trailing_slashes_match_the_event_spelling() {
+        assert_eq!(normalized("s3a://lake/t/"), "s3://lake/t");
+        assert_eq!(normalized("s3://lake/t"), "s3://lake/t");
+    }
+}
