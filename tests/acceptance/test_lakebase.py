@@ -212,3 +212,43 @@ def test_columns_added_later_read_as_null_in_older_files(tmp_path, postgres_url,
     lakemirror("lakebase-sync", "--source-path", path, "--target-table", "grown", "--postgres-url", postgres_url)
     assert sorted(pg_rows(postgres_url, '"public"."grown"', ["id", "note", "point"])) == [
         (1, None, None), (2, "n", {"x": 5})]
+
+
+def test_verify_full_checks_the_certificate_chain_and_the_host_name(tmp_path, postgres_server, postgres_url, lakemirror):
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    base = postgres_url.split("?")[0]  # the server's certificate names localhost, not 127.0.0.1
+    by_name, ca = base.replace("@127.0.0.1:", "@localhost:"), postgres_server.ca_file
+    sync = lambda url, **kw: lakemirror("lakebase-sync", "--source-path", path, "--target-table", "t",
+                                        "--conflict-on-existing", "replace", "--postgres-url", url, **kw)
+    assert sync(f"{by_name}?sslmode=verify-full&sslrootcert={ca}").json["rows_inserted"] == 1
+    for url, why in ((f"{base}?sslmode=verify-full&sslrootcert={ca}", "a certificate for another name"),
+                     (f"{by_name}?sslmode=verify-full", "a certificate from a CA the system does not trust")):
+        refused = sync(url, check=False)
+        assert refused.returncode != 0, why
+        assert "certificate" in refused.stderr.lower(), refused.stderr
+        assert PASSWORD not in refused.stdout + refused.stderr
+    # require encrypts without verifying, as libpq does.
+    assert sync(f"{base}?sslmode=require").returncode == 0
+
+
+def test_a_refresh_gives_the_new_table_the_old_owner(tmp_path, postgres_url, lakemirror):
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    args = ["lakebase-sync", "--source-path", path, "--target-table", "app.t", "--postgres-url", postgres_url]
+    lakemirror(*args)
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute("CREATE ROLE app_owner")
+        con.execute("CREATE ROLE app_writer")
+        con.execute('ALTER TABLE "app"."t" OWNER TO app_owner')
+        con.execute('GRANT INSERT, UPDATE ON "app"."t" TO app_writer WITH GRANT OPTION')
+    write_deltalake(path, pa.table({"id": pa.array([2], pa.int64())}), mode="append")
+    lakemirror(*args)
+    with psycopg.connect(postgres_url) as con:
+        owner = con.execute("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'app.t'::regclass").fetchone()
+        grants = con.execute(
+            "SELECT privilege_type, is_grantable FROM information_schema.role_table_grants "
+            "WHERE grantee = 'app_writer' AND table_schema = 'app' AND table_name = 't' ORDER BY 1").fetchall()
+    assert owner == ("app_owner",)
+    assert grants == [("INSERT", "YES"), ("UPDATE", "YES")]
+    assert sorted(pg_rows(postgres_url, '"app"."t"', ["id"])) == [(1,), (2,)]

@@ -1,0 +1,138 @@
+"""template.yaml grants each function what it needs and nothing wider: every action is named
+(no `*`), every resource is scoped (no bare `*`, no wildcard bucket, database or account),
+the functions use the stack's explicit roles (so SAM attaches no managed policies of its
+own), and the only managed policy is AWS's VPC-access policy, only with a VPC."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+# What each role may do; a change here is a change to the security review in the README.
+EXPECTED_ACTIONS = {
+    "GlueSyncRole": {
+        "s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:DeleteObject",
+        "glue:GetDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
+        "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+        "sqs:ChangeMessageVisibility", "kms:Decrypt", "kms:GenerateDataKey",
+        "logs:CreateLogStream", "logs:PutLogEvents",
+    },
+    "LakebaseSyncRole": {
+        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
+        "logs:CreateLogStream", "logs:PutLogEvents",
+    },
+}
+
+
+class CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader, suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {f"!{suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _tag)
+
+
+def template():
+    return yaml.load(TEMPLATE.read_text(), Loader=CfnLoader)
+
+
+def branches(value):
+    """Every value a possibly conditional (!If) value can take; AWS::NoValue dropped."""
+    if isinstance(value, dict) and "!If" in value:
+        _, yes, no = value["!If"]
+        return branches(yes) + branches(no)
+    if value == {"!Ref": "AWS::NoValue"}:
+        return []
+    return [value]
+
+
+def statements(role):
+    for policy in role["Properties"].get("Policies", []):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            yield from branches(statement)
+
+
+def as_list(value):
+    """A string-or-list field (Action, Resource) as the flat list of what it may hold."""
+    out = []
+    for v in branches(value):
+        if isinstance(v, list):
+            for item in v:
+                out.extend(as_list(item))
+        else:
+            out.append(v)
+    return out
+
+
+def resource_text(resource) -> str:
+    """The ARN pattern of a resource: the template string of a !Sub, the name of a !Ref or !GetAtt."""
+    if isinstance(resource, str):
+        return resource
+    if "!Sub" in resource:
+        sub = resource["!Sub"]
+        return sub if isinstance(sub, str) else sub[0]
+    if "!Ref" in resource:
+        return "ref:" + resource["!Ref"]
+    if "!GetAtt" in resource:
+        return "getatt:" + str(resource["!GetAtt"])
+    raise AssertionError(f"unexpected resource form {resource}")
+
+
+ROLES = sorted(EXPECTED_ACTIONS)
+
+
+@pytest.mark.parametrize("role_name", ROLES)
+def test_roles_name_every_action_and_scope_every_resource(role_name):
+    role = template()["Resources"][role_name]
+    actions = set()
+    for statement in statements(role):
+        assert statement["Effect"] == "Allow"
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, f"{role_name}: wildcard action {action}"
+            actions.add(action)
+        for resource in as_list(statement["Resource"]):
+            text = resource_text(resource)
+            assert text.strip() != "*", f"{role_name}: {statement.get('Sid')} grants every resource"
+            scoped = "${AWS::AccountId}" in text or text.startswith(
+                ("arn:${AWS::Partition}:s3:::${DataBucket}", "ref:", "getatt:"))
+            assert scoped, f"{role_name}: {statement.get('Sid')} resource {text} is not scoped to the stack's bucket or account"
+            for wide in ("database/*", "table/*", "secret:*", "log-group:*", "queue/*"):
+                assert wide not in text, f"{role_name}: {statement.get('Sid')} resource {text} spans {wide}"
+            if text.startswith("arn:${AWS::Partition}:s3:::${DataBucket}/"):
+                assert text.split("${DataBucket}/", 1)[1].startswith("${P}"), \
+                    f"{role_name}: object access {text} is not under a table prefix"
+    assert actions == EXPECTED_ACTIONS[role_name]
+
+
+def test_functions_use_the_explicit_roles_and_only_the_vpc_policy_is_managed():
+    resources = template()["Resources"]
+    functions = {n: r for n, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
+    assert sorted(functions) == ["GlueSyncFunction", "LakebaseSyncFunction"]
+    for name, function in functions.items():
+        props = function["Properties"]
+        assert "Policies" not in props, f"{name}: SAM Policies would attach managed policies"
+        assert props["Role"]["!GetAtt"].endswith("Role.Arn")
+    assert "ManagedPolicyArns" not in resources["GlueSyncRole"]["Properties"]
+    managed = resources["LakebaseSyncRole"]["Properties"]["ManagedPolicyArns"]
+    assert managed["!If"][0] == "HasLakebaseVpc" and managed["!If"][2] == {"!Ref": "AWS::NoValue"}
+    assert [resource_text(a) for a in managed["!If"][1]] == [
+        "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"]
+
+
+def test_the_password_secret_is_the_only_secret_and_only_with_a_secret_configured():
+    role = template()["Resources"]["LakebaseSyncRole"]
+    raw = role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    secret = [s for s in raw if isinstance(s, dict) and "!If" in s and s["!If"][1].get("Sid") == "ReadPostgresPassword"]
+    assert len(secret) == 1 and secret[0]["!If"][0] == "HasLakebaseSecret"
+    assert secret[0]["!If"][1]["Resource"] == {"!Ref": "PostgresPasswordSecretArn"}
