@@ -5,6 +5,9 @@ For each N (active files), on a local moto S3 + Glue, it writes a Delta table of
 Parquet files (partitioned and not) with ten commits and a classic checkpoint at version 10, as
 Spark leaves it, then measures in the same run:
 
+Every sync is one run of the deployed glue-sync handler in its own process (`lakemirror invoke
+glue-sync`) on the S3 notification of the commit, as Lambda receives it.
+
 - bootstrap: lakemirror's first sync of the whole table (wall time, requests, peak RSS);
 - incremental: the sync of a commit adding 1 file, and of one removing 1 and adding 1 (an
   update); median of 3 each; wall time, S3 + Glue requests, bytes read and written;
@@ -22,11 +25,9 @@ docs/benchmarks.md and the plots docs/bench-time.png and docs/bench-requests.png
 """
 
 import argparse
-import datetime
 import io
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -42,6 +43,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 from rig import judge, local_aws  # noqa: E402
+
+import common  # noqa: E402  (tests/bench, the script's own folder)
 
 DATABASE = "bench"
 ROWS_PER_FILE = 10
@@ -132,17 +135,29 @@ class Table:
 
 
 def sync(binary: str, table: Table) -> dict:
-    """One lakemirror process; its JSON report plus wall time and peak RSS. GNU time measures
-    the RSS: a child forked from this Python would count the interpreter's pages too."""
-    with tempfile.NamedTemporaryFile() as rss:
+    """One run of the deployed glue-sync handler (`lakemirror invoke glue-sync`, in its own
+    process) on the S3 notification of the table's newest commit, as Lambda would receive
+    it; the sync's report plus wall time and peak RSS. GNU time measures the RSS: a child
+    forked from this Python would count the interpreter's pages too."""
+    key = f"{table.prefix}/_delta_log/{table.version:020}.json"
+    event = {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+                          "s3": {"bucket": {"name": table.bucket}, "object": {"key": key}}}]}
+    with tempfile.NamedTemporaryFile() as rss, tempfile.NamedTemporaryFile("w", suffix=".json") as event_file:
+        json.dump(event, event_file)
+        event_file.flush()
         started = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "glue-sync",
-                               "--table-uri", table.uri, "--glue-database", DATABASE, "--glue-table", table.prefix],
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "invoke", "glue-sync",
+                               "--event", event_file.name, "--glue-database", DATABASE],
                               capture_output=True, text=True)
         wall_ms = (time.perf_counter() - started) * 1000
         if done.returncode != 0:
             sys.exit(f"lakemirror failed on {table.uri}: {done.stderr[-2000:]}")
-        report = json.loads(done.stdout.strip().splitlines()[-1])
+        response = json.loads(done.stdout.strip().splitlines()[-1])
+        if len(response.get("synced", [])) != 1:
+            sys.exit(f"lakemirror did not sync {table.uri}: {response}")
+        report = response["synced"][0]
+        if report["delta_version"] != table.version:
+            sys.exit(f"lakemirror synced {table.uri} to version {report['delta_version']}, not {table.version}")
         report["peak_rss_mb"] = int(Path(rss.name).read_text().split()[-1]) / 1024  # KiB
     report["wall_ms"] = wall_ms
     return report
@@ -207,17 +222,13 @@ def measure(binary, s3, catalog, n, partitioned, args, files_of=None) -> dict:
 
 
 def caption() -> str:
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{platform.machine()}, {os.cpu_count()} cores, {mem_gb:.0f} GB; local moto S3 + Glue; "
-            f"{datetime.date.today().isoformat()}; commit {commit}")
+    return f"{common.machine()}; local moto S3 + Glue; {common.today_and_commit()}"
 
 
 def report(rows, binary) -> str:
     first = {(r["partitioned"], k): r[k]["wall_ms"] for r in rows for k in ("append", "update")
              if r["n"] == rows[0]["n"]}
-    lines = [f"lakemirror sync cost ({caption()}; `{Path(binary).name}` release build, one process per sync; "
+    lines = [f"lakemirror sync cost ({caption()}; `{Path(binary).name}` release build, the glue-sync handler on an S3 notification, one process per sync; "
              "requests are S3 + Glue calls)", "",
              "| files | partitioned | step | wall ms | requests | KiB read | KiB written | peak RSS MB | vs first N |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -314,11 +325,9 @@ def main():
     parser.add_argument("--seed-max", type=int, default=10_000, help="largest N to run the seed approach on")
     parser.add_argument("--add-files-max", type=int, default=100_000, help="largest N to run add_files on")
     parser.add_argument("--out", type=Path, default=REPO / "docs", help="where the table and plots go")
-    parser.add_argument("--binary", default=os.environ.get("LAKEMIRROR_BIN", str(
-        Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release" / "lakemirror")))
+    common.add_binary_argument(parser)
     args = parser.parse_args()
-    if not Path(args.binary).is_file():
-        sys.exit(f"no lakemirror binary at {args.binary}: cargo build --release --bin lakemirror (or --binary)")
+    common.check_binary(args.binary)
     sizes = [int(s) for s in args.sizes.split(",")]
     if min(sizes) < 11:
         sys.exit("--sizes: each N must be at least 11 (ten commits of one file precede the checkpoint)")
