@@ -78,6 +78,10 @@ pub enum Error {
     #[error("reading rows: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
 
+    /// A Unity Catalog request failed; the message says what to do.
+    #[error("Unity Catalog: {message}")]
+    Unity { message: String, retryable: bool },
+
     /// A PostgreSQL statement or connection failed.
     #[error("PostgreSQL: {message}")]
     Postgres { message: String, retryable: bool },
@@ -89,7 +93,9 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::CommitConflict(_) | Error::DeadLetter(_) => true,
-            Error::Glue { retryable, .. } | Error::Postgres { retryable, .. } => *retryable,
+            Error::Glue { retryable, .. }
+            | Error::Postgres { retryable, .. }
+            | Error::Unity { retryable, .. } => *retryable,
             // NotFound stays retryable: a commit cleaned up between listing and reading is
             // found missing on the next try, which takes the rebuild path.
             Error::Storage(e) => !matches!(

@@ -6,6 +6,7 @@
 //! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
 //! - [`sync`] ties them together: one `glue-sync`.
 //! - [`trigger`] and [`handler`] turn Lambda events into syncs.
+//! - [`lakebase`] copies Delta tables into PostgreSQL; [`unity`] registers them in Unity Catalog.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -19,9 +20,11 @@ pub mod glue;
 pub mod handler;
 pub mod lakebase;
 pub mod mirror;
+pub mod secrets;
 pub mod storage;
 pub mod sync;
 pub mod target;
 pub mod trigger;
+pub mod unity;
 
 pub use error::{Error, Result};

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use lakemirror::glue::GlueCatalog;
 use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror::storage::IoCounters;
@@ -76,7 +76,8 @@ enum Command {
         /// source.path: the Delta table URI (s3://…, file://… or a local path).
         #[arg(long)]
         source_path: Option<String>,
-        /// source.catalog.schema.table: a Unity Catalog table (not supported yet).
+        /// source.catalog.schema.table: a Unity Catalog table, resolved to its storage
+        /// location (and vended read credentials) through --uc-url.
         #[arg(long)]
         source_table: Option<String>,
         /// sync.mode: full_refresh or incremental (needs --primary-key) [default: full_refresh].
@@ -102,6 +103,34 @@ enum Command {
         /// Sync up to this Delta version instead of the newest (every table).
         #[arg(long)]
         to_version: Option<i64>,
+        #[command(flatten)]
+        unity: UnityArgs,
+    },
+    /// Register a Delta table in Unity Catalog as an EXTERNAL DELTA table (columns from the
+    /// Delta schema, partition columns, the Delta table properties), or bring its entry in
+    /// line after a schema change: the OSS API cannot update columns, so the entry is deleted
+    /// and re-created with its properties and comment (the data is never touched). Safe to
+    /// re-run and to run concurrently. The Delta table properties lakemirror.unity.catalog,
+    /// .schema and .table choose the name; lakemirror.unity.enabled=false opts out.
+    /// The last line on stdout is a JSON report.
+    UnityRegister {
+        /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
+        #[arg(long, env = "TABLE_URI")]
+        table_uri: String,
+        /// Unity Catalog catalog (must exist) [default: the Delta table property
+        /// lakemirror.unity.catalog].
+        #[arg(long, env = "UC_CATALOG")]
+        catalog: Option<String>,
+        /// Unity Catalog schema (must exist) [default: the Delta table property
+        /// lakemirror.unity.schema].
+        #[arg(long, env = "UC_SCHEMA")]
+        schema: Option<String>,
+        /// Table name, used as given (the lakemirror.unity.* properties are then ignored)
+        /// [default: lakemirror.unity.table, else the table folder's name, lower-cased].
+        #[arg(long)]
+        table: Option<String>,
+        #[command(flatten)]
+        unity: UnityArgs,
     },
     /// Run a Lambda function's handler in this process on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
@@ -153,7 +182,74 @@ enum Function {
         /// "password" field).
         #[arg(long, env = "POSTGRES_PASSWORD_SECRET_ARN")]
         postgres_password_secret_arn: Option<String>,
+        #[command(flatten)]
+        unity: UnityArgs,
+        /// Secrets Manager secret holding the Unity Catalog token (plain text, or JSON with a
+        /// "token" field).
+        #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
+        uc_token_secret_arn: Option<String>,
     },
+    /// The unity-register function: S3, SQS or EventBridge events announcing Delta commits;
+    /// each announced table is registered in Unity Catalog. Prints the function's response
+    /// as the last line.
+    UnityRegister {
+        /// A JSON event, e.g. functions/unity-register/events/eventbridge.json.
+        #[arg(long)]
+        event: std::path::PathBuf,
+        #[command(flatten)]
+        unity: UnityArgs,
+        /// Secrets Manager secret holding the Unity Catalog token (plain text, or JSON with a
+        /// "token" field).
+        #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
+        uc_token_secret_arn: Option<String>,
+        /// Catalog of tables that do not name one (lakemirror.unity.catalog).
+        #[arg(long, env = "UC_CATALOG")]
+        uc_catalog: Option<String>,
+        /// Schema of tables that do not name one (lakemirror.unity.schema).
+        #[arg(long, env = "UC_SCHEMA")]
+        uc_schema: Option<String>,
+        /// Only register tables under these roots (s3://bucket/prefix, comma-separated).
+        #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
+        table_prefixes: Vec<String>,
+    },
+}
+
+/// Where Unity Catalog is.
+#[derive(Args)]
+struct UnityArgs {
+    /// Unity Catalog server, without /api/2.1/unity-catalog: https://host[:port].
+    #[arg(long, env = "UC_URL")]
+    uc_url: Option<String>,
+    /// Bearer token for Unity Catalog (a personal access token or OAuth token).
+    #[arg(long, env = "UC_TOKEN", hide_env_values = true)]
+    uc_token: Option<String>,
+}
+
+impl UnityArgs {
+    /// The client, when --uc-url is given.
+    fn client(&self) -> lakemirror::Result<Option<lakemirror::unity::UnityCatalog>> {
+        self.uc_url
+            .as_deref()
+            .map(|url| lakemirror::unity::UnityCatalog::new(url, self.uc_token.clone()))
+            .transpose()
+    }
+
+    fn config(
+        self,
+        token_secret_arn: Option<String>,
+        catalog: Option<String>,
+        schema: Option<String>,
+        table_prefixes: Vec<String>,
+    ) -> Option<lakemirror::unity::function::UnityConfig> {
+        Some(lakemirror::unity::function::UnityConfig {
+            url: self.uc_url?,
+            token: self.uc_token,
+            token_secret_arn,
+            catalog,
+            schema,
+            table_prefixes,
+        })
+    }
 }
 
 #[tokio::main]
@@ -199,6 +295,7 @@ async fn main() -> ExitCode {
             interval,
             postgres_url,
             to_version,
+            unity,
         } => {
             let tables = match config {
                 Some(path) => lakemirror::lakebase::read_config(&path),
@@ -213,9 +310,30 @@ async fn main() -> ExitCode {
                 ),
             };
             match tables {
-                Ok(tables) => run_lakebase_sync(&tables, postgres_url.as_deref(), to_version).await,
+                Ok(tables) => match unity.client() {
+                    Ok(uc) => {
+                        run_lakebase_sync(&tables, postgres_url.as_deref(), to_version, uc.as_ref())
+                            .await
+                    }
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             }
+        }
+        Command::UnityRegister {
+            table_uri,
+            catalog,
+            schema,
+            table,
+            unity,
+        } => {
+            let request = lakemirror::unity::UnityRegisterRequest {
+                table_uri,
+                catalog,
+                schema,
+                table,
+            };
+            run_unity_register(&request, &unity).await
         }
         Command::Invoke {
             function:
@@ -242,15 +360,32 @@ async fn main() -> ExitCode {
                     lakebase_config,
                     postgres_url,
                     postgres_password_secret_arn,
+                    unity,
+                    uc_token_secret_arn,
                 },
         } => {
             let config = lakemirror::lakebase::function::LakebaseSyncConfig {
                 config: lakebase_config,
                 postgres_url,
                 password_secret_arn: postgres_password_secret_arn,
+                unity: unity.config(uc_token_secret_arn, None, None, Vec::new()),
             };
             invoke_lakebase_sync(&event, config).await
         }
+        Command::Invoke {
+            function:
+                Function::UnityRegister {
+                    event,
+                    unity,
+                    uc_token_secret_arn,
+                    uc_catalog,
+                    uc_schema,
+                    table_prefixes,
+                },
+        } => match unity.config(uc_token_secret_arn, uc_catalog, uc_schema, table_prefixes) {
+            Some(config) => invoke_unity_register(&event, config).await,
+            None => Err(missing_uc_url()),
+        },
     };
     match outcome {
         Ok(json) => {
@@ -310,13 +445,14 @@ async fn run_lakebase_sync(
     tables: &[lakemirror::lakebase::SyncedTable],
     postgres_url: Option<&str>,
     to_version: Option<i64>,
+    unity: Option<&lakemirror::unity::UnityCatalog>,
 ) -> lakemirror::Result<String> {
     let connection = lakemirror::lakebase::Connection::new(postgres_url, None)?;
     let mut client = connection.connect().await?;
     let mut lines = Vec::new();
     let mut first_error = None;
     for table in tables {
-        match lakemirror::lakebase::lakebase_sync(&mut client, table, to_version).await {
+        match lakemirror::lakebase::lakebase_sync(&mut client, table, to_version, unity).await {
             Ok(report) => {
                 eprintln!(
                     "{} is at Delta version {} ({}: +{} ~{} -{} rows){}",
@@ -382,6 +518,43 @@ async fn invoke_lakebase_sync(
 ) -> lakemirror::Result<String> {
     let event = read_event(event)?;
     let function = lakemirror::lakebase::function::LakebaseSyncFunction::from_config(config).await;
+    let response = function.handle(&event).await?;
+    Ok(serde_json::to_string(&response)?)
+}
+
+fn missing_uc_url() -> lakemirror::Error {
+    lakemirror::Error::InvalidInput(
+        "no Unity Catalog server: give --uc-url (UC_URL), the server's base URL without /api/2.1/unity-catalog".into(),
+    )
+}
+
+async fn run_unity_register(
+    request: &lakemirror::unity::UnityRegisterRequest,
+    unity: &UnityArgs,
+) -> lakemirror::Result<String> {
+    let uc = unity.client()?.ok_or_else(missing_uc_url)?;
+    let report = lakemirror::unity::unity_register(&uc, request).await?;
+    match &report.full_name {
+        Some(name) => eprintln!(
+            "{name}: {} (Delta version {}, {} columns)",
+            report.action.replace('_', " "),
+            report.delta_version,
+            report.columns
+        ),
+        None => eprintln!(
+            "{}: not registered (lakemirror.unity.enabled=false)",
+            report.table_uri
+        ),
+    }
+    Ok(serde_json::to_string(&report)?)
+}
+
+async fn invoke_unity_register(
+    event: &std::path::Path,
+    config: lakemirror::unity::function::UnityConfig,
+) -> lakemirror::Result<String> {
+    let event = read_event(event)?;
+    let function = lakemirror::unity::function::UnityRegisterFunction::from_config(config).await;
     let response = function.handle(&event).await?;
     Ok(serde_json::to_string(&response)?)
 }

@@ -72,6 +72,16 @@ impl TableStorage {
     /// S3 settings come from the environment (`AWS_REGION`, `AWS_ENDPOINT_URL`,
     /// `AWS_ALLOW_HTTP`, credentials).
     pub fn open(uri: &str, counters: Arc<IoCounters>) -> Result<Self> {
+        Self::open_with_credentials(uri, counters, None)
+    }
+
+    /// As [`TableStorage::open`], reading S3 with `credentials` (vended by Unity Catalog)
+    /// instead of the environment's when given.
+    pub fn open_with_credentials(
+        uri: &str,
+        counters: Arc<IoCounters>,
+        credentials: Option<&crate::unity::client::AwsCredentials>,
+    ) -> Result<Self> {
         let uri = uri.trim_end_matches('/');
         if let Some(rest) = uri
             .strip_prefix("s3://")
@@ -96,6 +106,14 @@ impl TableStorage {
                 std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
             {
                 builder = builder.with_region(region);
+            }
+            if let Some(vended) = credentials {
+                builder = builder
+                    .with_access_key_id(&vended.access_key_id)
+                    .with_secret_access_key(&vended.secret_access_key);
+                if let Some(token) = &vended.session_token {
+                    builder = builder.with_token(token);
+                }
             }
             let store = builder
                 .build()

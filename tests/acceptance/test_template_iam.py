@@ -23,6 +23,10 @@ EXPECTED_ACTIONS = {
         "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
+    "UnityRegisterRole": {
+        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
+        "logs:CreateLogStream", "logs:PutLogEvents",
+    },
 }
 
 
@@ -118,21 +122,40 @@ def test_roles_name_every_action_and_scope_every_resource(role_name):
 def test_functions_use_the_explicit_roles_and_only_the_vpc_policy_is_managed():
     resources = template()["Resources"]
     functions = {n: r for n, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
-    assert sorted(functions) == ["GlueSyncFunction", "LakebaseSyncFunction"]
+    assert sorted(functions) == ["GlueSyncFunction", "LakebaseSyncFunction", "UnityRegisterFunction"]
     for name, function in functions.items():
         props = function["Properties"]
         assert "Policies" not in props, f"{name}: SAM Policies would attach managed policies"
         assert props["Role"]["!GetAtt"].endswith("Role.Arn")
     assert "ManagedPolicyArns" not in resources["GlueSyncRole"]["Properties"]
+    assert "ManagedPolicyArns" not in resources["UnityRegisterRole"]["Properties"]
     managed = resources["LakebaseSyncRole"]["Properties"]["ManagedPolicyArns"]
     assert managed["!If"][0] == "HasLakebaseVpc" and managed["!If"][2] == {"!Ref": "AWS::NoValue"}
     assert [resource_text(a) for a in managed["!If"][1]] == [
         "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"]
 
 
-def test_the_password_secret_is_the_only_secret_and_only_with_a_secret_configured():
-    role = template()["Resources"]["LakebaseSyncRole"]
+def secret_statements(role_name):
+    role = template()["Resources"][role_name]
     raw = role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
-    secret = [s for s in raw if isinstance(s, dict) and "!If" in s and s["!If"][1].get("Sid") == "ReadPostgresPassword"]
-    assert len(secret) == 1 and secret[0]["!If"][0] == "HasLakebaseSecret"
-    assert secret[0]["!If"][1]["Resource"] == {"!Ref": "PostgresPasswordSecretArn"}
+    return {
+        s["!If"][1]["Sid"]: (s["!If"][0], s["!If"][1]["Resource"])
+        for s in raw
+        if isinstance(s, dict) and "!If" in s and s["!If"][1].get("Action") == "secretsmanager:GetSecretValue"
+    }
+
+
+def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
+    assert secret_statements("GlueSyncRole") == {}
+    assert secret_statements("LakebaseSyncRole") == {
+        "ReadPostgresPassword": ("HasLakebaseSecret", {"!Ref": "PostgresPasswordSecretArn"}),
+        "ReadUnityCatalogToken": ("HasLakebaseUnitySecret", {"!Ref": "UcTokenSecretArn"}),
+    }
+    assert secret_statements("UnityRegisterRole") == {
+        "ReadUnityCatalogToken": ("HasUnitySecret", {"!Ref": "UcTokenSecretArn"}),
+    }
+    statements_with_secrets = [
+        s for name in ROLES for s in statements(template()["Resources"][name])
+        if "secretsmanager:GetSecretValue" in as_list(s["Action"])
+    ]
+    assert len(statements_with_secrets) == 3

@@ -15,8 +15,10 @@ use super::config::{SyncedTable, parse_config};
 use super::postgres::{Connection, pg_error};
 use super::sync::{LakebaseReport, STATE_TABLE, lakebase_sync};
 use crate::error::{Error, Result};
+use crate::secrets::{read_secret, secrets_client};
 use crate::storage::{IoCounters, TableStorage};
 use crate::trigger::{deliveries, table_triggers};
+use crate::unity::function::UnityConfig;
 
 /// A tick this much early still syncs a table: schedules fire to the minute, not the second.
 const SCHEDULE_SLACK: Duration = Duration::from_secs(60);
@@ -33,6 +35,8 @@ pub struct LakebaseSyncConfig {
     /// or JSON with a `password` field as RDS writes it); read on every invocation, so a
     /// rotated password or a refreshed Lakebase OAuth token is picked up.
     pub password_secret_arn: Option<String>,
+    /// `UC_URL` and its token: resolves `source.catalog/schema/table` sources.
+    pub unity: Option<UnityConfig>,
 }
 
 impl LakebaseSyncConfig {
@@ -47,6 +51,10 @@ impl LakebaseSyncConfig {
             config,
             postgres_url: var("POSTGRES_URL"),
             password_secret_arn: var("POSTGRES_PASSWORD_SECRET_ARN"),
+            unity: match var("UC_URL") {
+                Some(_) => Some(UnityConfig::from_env()?),
+                None => None,
+            },
         })
     }
 }
@@ -60,12 +68,14 @@ pub struct LakebaseSyncFunction {
 
 impl LakebaseSyncFunction {
     pub async fn from_config(config: LakebaseSyncConfig) -> Self {
-        let secrets = match &config.password_secret_arn {
-            Some(_) => {
-                let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                Some(aws_sdk_secretsmanager::Client::new(&aws))
-            }
-            None => None,
+        let needs_secrets = config.password_secret_arn.is_some()
+            || config
+                .unity
+                .as_ref()
+                .is_some_and(|u| u.token_secret_arn.is_some());
+        let secrets = match needs_secrets {
+            true => Some(secrets_client().await),
+            false => None,
         };
         Self { config, secrets }
     }
@@ -83,22 +93,38 @@ impl LakebaseSyncFunction {
         let connection =
             Connection::new(self.config.postgres_url.as_deref(), self.password().await?)?;
         let mut client = connection.connect().await?;
+        let unity = match (
+            &self.config.unity,
+            tables.iter().any(|t| t.source_path().is_none()),
+        ) {
+            (Some(unity), true) => Some(unity.client(self.secrets.as_ref()).await?),
+            _ => None,
+        };
         let chosen: Vec<&SyncedTable> = if announced.is_empty() {
             due(&client, &tables).await?
         } else {
-            tables
-                .iter()
-                .filter(|t| {
-                    t.source_path()
-                        .is_some_and(|p| announced.contains(&normalized(p)))
-                })
-                .collect()
+            let mut chosen = Vec::new();
+            for table in &tables {
+                let location = match (table.source_path(), &unity) {
+                    (Some(path), _) => Some(path.to_string()),
+                    // A Unity Catalog source: its storage location, as UC has it now.
+                    (None, Some(uc)) => uc
+                        .get_table(&table.source.to_string())
+                        .await?
+                        .and_then(|t| t.storage_location),
+                    (None, None) => None,
+                };
+                if location.is_some_and(|l| announced.contains(&normalized(&l))) {
+                    chosen.push(table);
+                }
+            }
+            chosen
         };
         let mut synced: Vec<LakebaseReport> = Vec::new();
         let mut failed = Vec::new();
         let mut first_error = None;
         for table in &chosen {
-            match lakebase_sync(&mut client, table, None).await {
+            match lakebase_sync(&mut client, table, None, unity.as_ref()).await {
                 Ok(report) => {
                     tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
                     synced.push(report);
@@ -146,36 +172,10 @@ impl LakebaseSyncFunction {
         let (Some(arn), Some(client)) = (&self.config.password_secret_arn, &self.secrets) else {
             return Ok(None);
         };
-        let secret = client
-            .get_secret_value()
-            .secret_id(arn)
-            .send()
+        read_secret(client, arn, "password", "the password secret")
             .await
-            .map_err(|e| {
-                Error::InvalidInput(format!(
-                    "cannot read the password secret {arn}: {} (the function's role needs secretsmanager:GetSecretValue on it)",
-                    aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-                ))
-            })?;
-        let text = secret.secret_string().ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "secret {arn} holds no string; store the password as text"
-            ))
-        })?;
-        Ok(Some(password_of(text)))
+            .map(Some)
     }
-}
-
-/// A secret's password: the `password` field of a JSON secret, else the whole text.
-fn password_of(secret: &str) -> String {
-    serde_json::from_str::<Value>(secret)
-        .ok()
-        .and_then(|v| {
-            v.get("password")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| secret.to_string())
 }
 
 /// A table URI as the event parser spells it.
@@ -247,16 +247,6 @@ mod tests {
             "a tick a little early still counts"
         );
         assert!(!is_due(Some(Duration::from_secs(600)), quarter));
-    }
-
-    #[test]
-    fn passwords_come_from_plain_or_json_secrets() {
-        assert_eq!(password_of("s3cr3t"), "s3cr3t");
-        assert_eq!(
-            password_of(r#"{"username":"app","password":"p@ss"}"#),
-            "p@ss"
-        );
-        assert_eq!(password_of(r#"{"token":"x"}"#), r#"{"token":"x"}"#);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::delta::actions::{Add, Metadata, unsupported_feature};
 use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot};
 use crate::error::{Error, Result};
 use crate::storage::{IoCounters, TableStorage};
+use crate::unity::UnityCatalog;
 
 /// The state table, in the target database.
 pub const STATE_TABLE: &str = "\"lakemirror\".\"sync_state\"";
@@ -63,23 +64,28 @@ struct Applied {
     up_to_date: bool,
 }
 
-/// Syncs one table, up to Delta version `to_version` (the newest when None).
+/// Syncs one table, up to Delta version `to_version` (the newest when None). A source named
+/// `catalog.schema.table` is resolved through `unity` (Unity Catalog).
 pub async fn lakebase_sync(
     client: &mut Client,
     table: &SyncedTable,
     to_version: Option<i64>,
+    unity: Option<&UnityCatalog>,
 ) -> Result<LakebaseReport> {
     let started = Instant::now();
-    let uri = match &table.source {
-        Source::Path(uri) => uri.clone(),
+    let counters = Arc::new(IoCounters::default());
+    let store = match &table.source {
+        Source::Path(uri) => TableStorage::open(uri, counters)?,
         Source::UnityCatalog { .. } => {
-            return Err(Error::InvalidInput(format!(
-                "source {}: Unity Catalog sources are not supported yet; give source.path (the table's storage location)",
-                table.source
-            )));
+            let uc = unity.ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "source {} is a Unity Catalog table: set UC_URL (--uc-url) and UC_TOKEN (--uc-token) so lakemirror can resolve it, or give source.path (the table's storage location)",
+                    table.source
+                ))
+            })?;
+            crate::unity::open_table(uc, &table.source.to_string(), counters).await?
         }
     };
-    let store = TableStorage::open(&uri, Arc::new(IoCounters::default()))?;
     let log = DeltaLog::new(store);
     ensure_state_table(client).await?;
 

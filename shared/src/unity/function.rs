@@ -1,0 +1,159 @@
+//! The `unity-register` function: `_delta_log` commit events in (the same events as
+//! glue-sync: S3 notifications, SQS messages, EventBridge), the announced Delta tables
+//! registered in Unity Catalog, a response out. Used by the Lambda function and by
+//! `lakemirror invoke unity-register`.
+//!
+//! It runs beside glue-sync, never inside it: an unreachable or unauthorised Unity Catalog
+//! fails this function's invocation (retried by Lambda, then the dead-letter queue) and
+//! leaves the Iceberg mirror alone.
+
+use serde_json::{Value, json};
+
+use super::client::UnityCatalog;
+use super::register::{UnityRegisterRequest, UnityReport, unity_register};
+use crate::error::{Error, Result};
+use crate::secrets::{read_secret, secrets_client};
+use crate::trigger::{deliveries, table_triggers};
+
+/// Configuration of the unity-register function, from its environment.
+#[derive(Clone)]
+pub struct UnityConfig {
+    /// `UC_URL`: the server's base URL, without `/api/2.1/unity-catalog`.
+    pub url: String,
+    /// `UC_TOKEN`: a bearer token (for local runs; Lambda uses the secret).
+    pub token: Option<String>,
+    /// `UC_TOKEN_SECRET_ARN`: Secrets Manager secret holding the token (plain, or JSON
+    /// with a `token` field); read on every invocation, so a rotated token is picked up.
+    pub token_secret_arn: Option<String>,
+    /// `UC_CATALOG`: the catalog of tables that do not name one.
+    pub catalog: Option<String>,
+    /// `UC_SCHEMA`: the schema of tables that do not name one.
+    pub schema: Option<String>,
+    /// `TABLE_PREFIXES`: only tables under these `s3://bucket/prefix` roots; empty = all.
+    pub table_prefixes: Vec<String>,
+}
+
+impl std::fmt::Debug for UnityConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnityConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("token_secret_arn", &self.token_secret_arn)
+            .field("catalog", &self.catalog)
+            .field("schema", &self.schema)
+            .field("table_prefixes", &self.table_prefixes)
+            .finish()
+    }
+}
+
+impl UnityConfig {
+    pub fn from_env() -> Result<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let url = var("UC_URL").ok_or_else(|| {
+            Error::InvalidInput(
+                "UC_URL is not set: give the Unity Catalog server's base URL, e.g. https://uc.example.com:8080 (without /api/2.1/unity-catalog)".into(),
+            )
+        })?;
+        Ok(Self {
+            url,
+            token: var("UC_TOKEN"),
+            token_secret_arn: var("UC_TOKEN_SECRET_ARN"),
+            catalog: var("UC_CATALOG"),
+            schema: var("UC_SCHEMA"),
+            table_prefixes: var("TABLE_PREFIXES")
+                .map(|v| {
+                    v.split(',')
+                        .map(|p| p.trim().to_string())
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// A client, with the token from Secrets Manager when a secret is configured.
+    pub async fn client(
+        &self,
+        secrets: Option<&aws_sdk_secretsmanager::Client>,
+    ) -> Result<UnityCatalog> {
+        let token = match (&self.token_secret_arn, secrets) {
+            (Some(arn), Some(secrets)) => {
+                Some(read_secret(secrets, arn, "token", "the Unity Catalog token secret").await?)
+            }
+            _ => self.token.clone(),
+        };
+        UnityCatalog::new(&self.url, token)
+    }
+}
+
+/// The unity-register function: configuration and clients, built once per process.
+#[derive(Debug, Clone)]
+pub struct UnityRegisterFunction {
+    pub config: UnityConfig,
+    secrets: Option<aws_sdk_secretsmanager::Client>,
+}
+
+impl UnityRegisterFunction {
+    pub async fn from_config(config: UnityConfig) -> Self {
+        let secrets = match &config.token_secret_arn {
+            Some(_) => Some(secrets_client().await),
+            None => None,
+        };
+        Self { config, secrets }
+    }
+
+    /// Registers every table the event announces. Every table is tried; the invocation
+    /// fails when one of them failed, so the event source retries it.
+    pub async fn handle(&self, event: &Value) -> Result<Value> {
+        let triggers = table_triggers(&deliveries(event), &self.config.table_prefixes);
+        if triggers.is_empty() {
+            return Ok(json!({ "registered": [], "failed": [] }));
+        }
+        let uc = self.config.client(self.secrets.as_ref()).await?;
+        let mut registered: Vec<UnityReport> = Vec::new();
+        let mut failed = Vec::new();
+        let mut first_error = None;
+        for trigger in &triggers {
+            let request = UnityRegisterRequest {
+                table_uri: trigger.table_uri(),
+                catalog: self.config.catalog.clone(),
+                schema: self.config.schema.clone(),
+                table: None,
+            };
+            match unity_register(&uc, &request).await {
+                Ok(report) => registered.push(report),
+                Err(e) => {
+                    tracing::error!(table = %request.table_uri, error = %e, "registration failed");
+                    failed.push(json!({ "table_uri": request.table_uri, "error": e.to_string() }));
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let response = json!({ "registered": registered, "failed": failed });
+        match first_error {
+            Some(e) => {
+                tracing::error!(%response, "some tables failed");
+                Err(e)
+            }
+            None => Ok(response),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let config = UnityConfig {
+            url: "http://h".into(),
+            token: Some("s3cr3t".into()),
+            token_secret_arn: None,
+            catalog: None,
+            schema: None,
+            table_prefixes: Vec::new(),
+        };
+        assert!(!format!("{config:?}").contains("s3cr3t"));
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Prints the path of a `uc-server` binary (olai-uc-server, a Rust implementation of the Unity
+# Catalog REST API) for the Unity Catalog tests, installing it on first use. The official
+# server needs Docker or Maven; this one builds from crates.io in about 9 minutes on 2 cores,
+# so the binary is cached outside the clone: $LAKEMIRROR_CACHE/uc-server-<version>/bin.
+set -euo pipefail
+version="${LAKEMIRROR_UC_SERVER_VERSION:-0.0.11}"
+cache="${LAKEMIRROR_CACHE:-$HOME/.cache/lakemirror}"
+root="$cache/uc-server-$version"
+if [ ! -x "$root/bin/uc-server" ]; then
+  echo "installing olai-uc-server $version into $root (once; about 9 minutes)" >&2
+  # Its own target dir: the build shares nothing with lakemirror's and is thrown away.
+  CARGO_TARGET_DIR="$cache/uc-server-build" cargo install olai-uc-server \
+    --version "$version" --features bin --locked --root "$root" >&2
+  rm -rf "$cache/uc-server-build"
+fi
+echo "$root/bin/uc-server"
