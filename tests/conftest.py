@@ -198,3 +198,25 @@ def postgres_url(postgres_server):
     with psycopg.connect(admin, autocommit=True) as con:
         con.execute(f'CREATE DATABASE "{name}"')
     return admin.replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture(scope="session")
+def unity_server(tmp_path_factory):
+    """A local Unity Catalog REST server for the session (tests/rig/unity.py)."""
+    from rig import unity
+
+    try:
+        server = unity.start(tmp_path_factory.mktemp("unity"))
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or ""
+        pytest.fail(f"cannot start the Unity Catalog server: {e} {detail[-2000:]}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def unity_schema(unity_server, bucket):
+    """A fresh catalog.schema whose external location covers s3://<bucket>/."""
+    from rig import unity
+
+    return unity.schema_over_bucket(unity_server, bucket)

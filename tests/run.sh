@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets up what the tests need on a fresh machine, then runs every test.
 #   Rust unit tests (planning, log replay, type mapping) and the end-to-end tests in tests/,
-#   which start their own moto S3/Glue and PostgreSQL and judge with pyiceberg, DuckDB and delta-rs.
+#   which start their own moto S3/Glue, PostgreSQL and Unity Catalog server (uc-server) and
+#   judge with pyiceberg, DuckDB and delta-rs.
 # Environment: LAKEMIRROR_DELTA_TABLES (default ../shared/delta-tables), CARGO_TARGET_DIR,
 # LAKEMIRROR_CACHE (where the Python venv is kept, default ~/.cache/lakemirror).
 set -euo pipefail
@@ -23,6 +24,8 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   fi
 fi
 venv="$(tests/rig/venv.sh)"
+# A Unity Catalog REST server for the registration tests (built once, cached outside the clone).
+tests/rig/uc-server.sh >/dev/null
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
 cargo build --workspace --bins
 cargo test --workspace

@@ -1,0 +1,113 @@
+"""A local Unity Catalog REST server for the tests: `uc-server` (crates.io olai-uc-server, a
+Rust implementation of the UC REST API), installed and cached by tests/rig/uc-server.sh.
+
+Where it differs from the official spec (../shared/specs/unitycatalog-all.yaml), lakemirror
+follows the spec and copes with both; the README lists the differences."""
+
+import os
+import re
+import subprocess
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+INSTALLER = Path(__file__).with_name("uc-server.sh")
+START_TIMEOUT_S = 60
+API = "/api/2.1/unity-catalog"
+
+
+@dataclass
+class UnityServer:
+    url: str  # base URL, without /api/2.1/unity-catalog
+    process: subprocess.Popen
+    log: Path
+
+    def api(self, method: str, path: str, **kwargs) -> requests.Response:
+        return requests.request(method, f"{self.url}{API}{path}", timeout=30, **kwargs)
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def binary() -> str:
+    return subprocess.run(["bash", str(INSTALLER)], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def start(workdir: Path, config_yaml: str = "") -> UnityServer:
+    """Starts uc-server on a free loopback port (port 0; it logs the one it bound) and waits
+    for its `Listening on` line. `config_yaml` is its config file (e.g. an auth mode)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "uc-server.yaml"
+    config.write_text(config_yaml or "{}\n")
+    log = workdir / "uc-server.log"
+    env = {**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"}
+    process = subprocess.Popen([binary(), "serve", "-c", str(config), "--host", "127.0.0.1", "-p", "0", "--no-ui"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    listening = threading.Event()
+    address: list[str] = []
+
+    def drain():
+        with open(log, "w") as out:
+            for line in process.stdout:
+                out.write(line)
+                out.flush()
+                if not listening.is_set() and (m := re.search(r"Listening on: (\S+)", line)):
+                    address.append(m.group(1))
+                    listening.set()
+        listening.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not listening.wait(START_TIMEOUT_S) or not address:
+        process.kill()
+        raise RuntimeError(f"uc-server did not start; log:\n{log.read_text()[-3000:]}")
+    return UnityServer(url=f"http://{address[0]}", process=process, log=log)
+
+
+@dataclass
+class UnitySchema:
+    """A catalog and schema whose external location covers s3://<bucket>/."""
+    server: UnityServer
+    catalog: str
+    schema: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def table(self, name: str) -> dict | None:
+        r = self.server.api("GET", f"/tables/{self.catalog}.{self.schema}.{name}")
+        if r.status_code == 404:
+            return None
+        r.raise_for_status()
+        return r.json()
+
+    def tables(self) -> list[dict]:
+        r = self.server.api("GET", "/tables", params={"catalog_name": self.catalog, "schema_name": self.schema})
+        r.raise_for_status()
+        return r.json().get("tables", [])
+
+
+def schema_over_bucket(server: UnityServer, bucket: str) -> UnitySchema:
+    """What a UC admin sets up before external tables can be registered: a storage
+    credential, an external location over the bucket, a catalog and a schema."""
+    tag = uuid.uuid4().hex[:10]
+    steps = [
+        ("/credentials", {"name": f"cred_{tag}", "purpose": "STORAGE",
+                          "aws_iam_role": {"role_arn": "arn:aws:iam::123456789012:role/uc-test", "region": "us-east-1"}}),
+        ("/external-locations", {"name": f"loc_{tag}", "url": f"s3://{bucket}/", "credential_name": f"cred_{tag}",
+                                 "skip_validation": True}),
+        ("/catalogs", {"name": f"cat_{tag}", "storage_root": f"s3://{bucket}/managed"}),
+        ("/schemas", {"name": "gold", "catalog_name": f"cat_{tag}"}),
+    ]
+    for path, body in steps:
+        r = server.api("POST", path, json=body)
+        assert r.status_code == 200, f"POST {path}: {r.status_code} {r.text}"
+    return UnitySchema(server=server, catalog=f"cat_{tag}", schema="gold")
