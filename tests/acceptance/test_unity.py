@@ -173,6 +173,9 @@ def test_an_entry_over_another_location_or_a_missing_schema_is_a_clear_error(
                          "--uc-url", unity_schema.url, check=False)
     assert missing.returncode != 0
     assert f"no schema {unity_schema.catalog}.nope" in missing.stderr and "--schema" in missing.stderr, missing.stderr
+    no_catalog = lakemirror("unity-register", "--table-uri", uri, "--catalog", "nowhere", "--schema", "gold",
+                            "--uc-url", unity_schema.url, check=False)
+    assert no_catalog.returncode != 0 and "no catalog nowhere" in no_catalog.stderr, no_catalog.stderr
 
 
 def closed_port_url():

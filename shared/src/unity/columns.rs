@@ -262,6 +262,27 @@ mod tests {
         }
     }
 
+    /// The list above is the spec's, when the spec is at hand (../shared/specs).
+    #[test]
+    fn the_type_names_above_are_the_specs() {
+        let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/specs/unitycatalog-all.yaml");
+        let Ok(text) = std::fs::read_to_string(&spec) else {
+            return;
+        };
+        let section = text
+            .split("    ColumnTypeName:")
+            .nth(1)
+            .and_then(|rest| rest.split("    ColumnInfo:").next())
+            .unwrap();
+        let names: Vec<String> = section
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .map(|n| n.trim_matches('\'').to_string())
+            .collect();
+        assert_eq!(names, SPEC_TYPE_NAMES, "{}", spec.display());
+    }
+
     #[test]
     fn unknown_types_are_refused_with_their_name() {
         let err = type_name(&json!("interval day")).unwrap_err().to_string();

@@ -283,11 +283,14 @@ pub async fn unity_register(
             Decision::Create(entry) => {
                 let schema = format!("{}.{}", name.catalog, name.schema);
                 if uc.get_schema(&schema).await?.is_none() {
+                    let missing = match uc.get_catalog(&name.catalog).await? {
+                        None => format!("catalog {}", name.catalog),
+                        Some(_) => format!("schema {schema}"),
+                    };
                     return Err(Error::Unity {
                         message: format!(
-                            "cannot register {full_name}: Unity Catalog at {} has no schema {schema}; create it (and catalog {}) or choose others with --catalog / --schema (UC_CATALOG / UC_SCHEMA) or the Delta table properties {CATALOG_PROPERTY} / {SCHEMA_PROPERTY}",
-                            uc.url(),
-                            name.catalog
+                            "cannot register {full_name}: Unity Catalog at {} has no {missing}; create it or choose others with --catalog / --schema (UC_CATALOG / UC_SCHEMA) or the Delta table properties {CATALOG_PROPERTY} / {SCHEMA_PROPERTY}",
+                            uc.url()
                         ),
                         retryable: false,
                     });
