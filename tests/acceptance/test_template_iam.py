@@ -24,7 +24,7 @@ EXPECTED_ACTIONS = {
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
     "UnityRegisterRole": {
-        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
+        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt", "sqs:SendMessage",
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
 }
