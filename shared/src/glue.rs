@@ -98,13 +98,29 @@ fn glue_error<E: ProvideErrorMetadata + std::error::Error + 'static>(
     }
 }
 
+/// Attempts per Glue call (the SDK's standard mode tries 3 times). Glue throttles per
+/// account at a few requests per second, and a sync that gives up on throttling is redone
+/// from the start by the queue: retrying the one call is cheaper. Measured with the
+/// fault-injecting proxy: at 30% injected faults, 3 attempts failed 1 sync run in 14.
+pub const GLUE_MAX_ATTEMPTS: u32 = 6;
+
+/// A Glue client from the AWS configuration, with [`GLUE_MAX_ATTEMPTS`].
+pub fn glue_client(aws: &aws_config::SdkConfig) -> aws_sdk_glue::Client {
+    let config = aws_sdk_glue::config::Builder::from(aws)
+        .retry_config(
+            aws_config::retry::RetryConfig::standard().with_max_attempts(GLUE_MAX_ATTEMPTS),
+        )
+        .build();
+    aws_sdk_glue::Client::from_conf(config)
+}
+
 impl GlueCatalog {
     /// A client from the standard AWS configuration (env, profile, instance role;
     /// `AWS_ENDPOINT_URL` for a local endpoint).
     pub async fn from_env(counters: Arc<IoCounters>) -> Self {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         Self {
-            client: aws_sdk_glue::Client::new(&config),
+            client: glue_client(&config),
             counters,
         }
     }

@@ -83,7 +83,7 @@ impl GlueSyncFunction {
     pub async fn from_config(config: GlueSyncConfig) -> Self {
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let glue = GlueCatalog::new(
-            aws_sdk_glue::Client::new(&aws),
+            crate::glue::glue_client(&aws),
             Arc::new(IoCounters::default()),
         );
         let dead_letters = config
