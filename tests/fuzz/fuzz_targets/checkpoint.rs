@@ -1,0 +1,10 @@
+//! A Parquet checkpoint's bytes (classic, v2 or sidecar). Any input may be refused; none may
+//! panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = lakemirror::delta::log::checkpoint_actions(bytes::Bytes::copy_from_slice(data));
+    let _ = lakemirror::delta::log::json_actions(data);
+});
