@@ -87,6 +87,21 @@ pub enum Error {
     Postgres { message: String, retryable: bool },
 }
 
+/// An error with its causes, each once: "outer: cause: root cause".
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl Error {
     /// Whether running the same sync again may succeed without anyone changing anything
     /// (throttling, conflicts, 5xx). Permanent errors should go to a dead-letter queue.

@@ -45,13 +45,7 @@ impl GlueSyncConfig {
                     .into(),
             )
         })?;
-        let table_prefixes = var("TABLE_PREFIXES")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(str::to_string)
-            .collect();
+        let table_prefixes = crate::trigger::table_prefixes(var("TABLE_PREFIXES").as_deref());
         let format_version = match var("ICEBERG_FORMAT_VERSION") {
             None => FormatVersion::V2,
             Some(value) => parse_format_version(&value).ok_or_else(|| {

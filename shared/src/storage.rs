@@ -67,6 +67,19 @@ impl std::fmt::Debug for TableStorage {
     }
 }
 
+/// A table URI in one spelling, so two spellings of one location compare equal: no trailing
+/// slash, `s3a://` as `s3://`, `file:/x` as `file:///x`.
+pub fn canonical_uri(uri: &str) -> String {
+    let uri = uri.trim().trim_end_matches('/');
+    if let Some(rest) = uri.strip_prefix("s3a://") {
+        return format!("s3://{rest}");
+    }
+    if let Some(rest) = uri.strip_prefix("file:") {
+        return format!("file:///{}", rest.trim_start_matches('/'));
+    }
+    uri.to_string()
+}
+
 impl TableStorage {
     /// Opens the store for `uri`: `s3://bucket/prefix`, `file:///abs/path` or a local path.
     /// S3 settings come from the environment (`AWS_REGION`, `AWS_ENDPOINT_URL`,

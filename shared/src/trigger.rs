@@ -190,6 +190,18 @@ pub fn deliveries(event: &Value) -> Vec<Delivery> {
         .collect()
 }
 
+/// `TABLE_PREFIXES` (comma-separated `s3://bucket/prefix` roots) as a list; unset or empty
+/// means every table.
+pub fn table_prefixes(value: Option<&str>) -> Vec<String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Groups deliveries into one trigger per table (the newest version wins), keeping only
 /// tables under one of `prefixes` (`s3://bucket/prefix`; empty means every table).
 pub fn table_triggers(deliveries: &[Delivery], prefixes: &[String]) -> Vec<TableTrigger> {

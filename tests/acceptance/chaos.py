@@ -13,13 +13,13 @@ import random
 import subprocess
 import uuid
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 import boto3
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import files_of_current_snapshot
+from acceptance.test_invoke import moto_style_s3_record, sqs_record
 from rig import judge
 
 COMMITS = 50
@@ -128,18 +128,12 @@ def take_batch(rng: random.Random, pending: list[int]) -> list[int]:
 
 
 def sqs_event(bucket: str, prefix: str, versions: list[int]) -> dict:
+    """An SQS batch: one message per commit event, each an S3 notification as moto sends it."""
     records = []
     for version in versions:
         key = f"{prefix}/_delta_log/{version:020}.json"
-        s3_record = {"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
-                     "eventTime": "2026-12-01T10:00:00.000Z", "eventName": "ObjectCreated:Put",
-                     "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                            "object": {"key": quote(key, safe=""), "size": 1, "eTag": "x"}}}
-        message_id = uuid.uuid4().hex
-        records.append({"messageId": message_id, "receiptHandle": message_id,
-                        "body": json.dumps({"Records": [s3_record]}), "attributes": {},
-                        "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q"})
+        body = json.dumps({"Records": [moto_style_s3_record(bucket, key)]})
+        records.append(sqs_record(uuid.uuid4().hex, body))
     return {"Records": records}
 
 

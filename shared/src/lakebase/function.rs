@@ -16,7 +16,7 @@ use super::postgres::{Connection, pg_error};
 use super::sync::{LakebaseReport, STATE_TABLE, lakebase_sync};
 use crate::error::{Error, Result};
 use crate::secrets::{read_secret, secrets_client};
-use crate::storage::{IoCounters, TableStorage};
+use crate::storage::{IoCounters, TableStorage, canonical_uri};
 use crate::trigger::{deliveries, table_triggers};
 use crate::unity::function::UnityConfig;
 
@@ -114,7 +114,7 @@ impl LakebaseSyncFunction {
                         .and_then(|t| t.storage_location),
                     (None, None) => None,
                 };
-                if location.is_some_and(|l| announced.contains(&normalized(&l))) {
+                if location.is_some_and(|l| announced.contains(&canonical_uri(&l))) {
                     chosen.push(table);
                 }
             }
@@ -175,15 +175,6 @@ impl LakebaseSyncFunction {
         read_secret(client, arn, "password", "the password secret")
             .await
             .map(Some)
-    }
-}
-
-/// A table URI as the event parser spells it.
-fn normalized(uri: &str) -> String {
-    let uri = uri.trim().trim_end_matches('/');
-    match uri.strip_prefix("s3a://") {
-        Some(rest) => format!("s3://{rest}"),
-        None => uri.to_string(),
     }
 }
 
@@ -251,7 +242,7 @@ mod tests {
 
     #[test]
     fn s3a_and_trailing_slashes_match_the_event_spelling() {
-        assert_eq!(normalized("s3a://lake/t/"), "s3://lake/t");
-        assert_eq!(normalized("s3://lake/t"), "s3://lake/t");
+        assert_eq!(canonical_uri("s3a://lake/t/"), "s3://lake/t");
+        assert_eq!(canonical_uri("s3://lake/t"), "s3://lake/t");
     }
 }

@@ -138,12 +138,10 @@ impl Connection {
     pub async fn connect(&self) -> Result<Client> {
         let failed = |e: tokio_postgres::Error| {
             // tokio-postgres says only "error performing TLS handshake"; the why is below.
-            let mut message = format!("cannot connect to {self}: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
+            let mut message = format!(
+                "cannot connect to {self}: {}",
+                crate::error::with_causes(&e)
+            );
             let certificate = message.contains("certificate");
             if certificate {
                 message.push_str(

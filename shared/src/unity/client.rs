@@ -372,7 +372,7 @@ impl UnityCatalog {
                 self.url,
                 call.what,
                 call.object,
-                error_chain(&e)
+                crate::error::with_causes(&e)
             ),
             retryable: true,
         })
@@ -457,20 +457,6 @@ fn brief(body: &str) -> String {
         Some((end, _)) => format!("{}…", &line[..end]),
         None => line,
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::client::UnityCatalog;
 use super::register::{UnityRegisterRequest, UnityReport, unity_register};
 use crate::error::{Error, Result};
 use crate::secrets::{read_secret, secrets_client};
-use crate::trigger::{deliveries, table_triggers};
+use crate::trigger::{deliveries, table_prefixes, table_triggers};
 
 /// Configuration of the unity-register function, from its environment.
 #[derive(Clone)]
@@ -60,14 +60,7 @@ impl UnityConfig {
             token_secret_arn: var("UC_TOKEN_SECRET_ARN"),
             catalog: var("UC_CATALOG"),
             schema: var("UC_SCHEMA"),
-            table_prefixes: var("TABLE_PREFIXES")
-                .map(|v| {
-                    v.split(',')
-                        .map(|p| p.trim().to_string())
-                        .filter(|p| !p.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
         })
     }
 

@@ -22,7 +22,7 @@ use super::columns::columns;
 use crate::delta::actions::Metadata;
 use crate::delta::log::DeltaLog;
 use crate::error::{Error, Result};
-use crate::storage::{IoCounters, TableStorage};
+use crate::storage::{IoCounters, TableStorage, canonical_uri};
 
 /// Delta table property: `false` keeps the table out of Unity Catalog.
 pub const ENABLED_PROPERTY: &str = "lakemirror.unity.enabled";
@@ -126,19 +126,15 @@ pub fn resolve_name(
         schema: pick(SCHEMA_PROPERTY, request.schema.as_deref(), "schema")?,
         table: pick(
             TABLE_PROPERTY,
-            Some(&request.table.clone().unwrap_or_else(|| folder_name(folder))),
+            Some(
+                &request
+                    .table
+                    .clone()
+                    .unwrap_or_else(|| crate::glue::default_table_name(folder)),
+            ),
             "table",
         )?,
     }))
-}
-
-/// The default table name: the folder's name, lower-cased, other characters as `_`.
-fn folder_name(folder: &str) -> String {
-    folder
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
 }
 
 /// A name as Unity Catalog stores it (lower case), or None when it cannot be one part of a
@@ -193,7 +189,7 @@ pub fn decide(existing: Option<&TableInfo>, desired: &CreateTable) -> Result<Dec
     };
     let full_name = desired.full_name();
     let location = existing.storage_location.as_deref().unwrap_or_default();
-    if !same_location(location, &desired.storage_location) {
+    if canonical_uri(location) != canonical_uri(&desired.storage_location) {
         return Err(Error::CatalogState(format!(
             "Unity Catalog table {full_name} exists over {location:?}, not over {}; nothing was changed. Choose another name (--table, or the Delta table property {TABLE_PROPERTY}) or drop that entry",
             desired.storage_location
@@ -229,22 +225,6 @@ pub fn decide(existing: Option<&TableInfo>, desired: &CreateTable) -> Result<Dec
     replacement.properties = properties;
     replacement.comment = existing.comment.clone();
     Ok(Decision::Recreate(replacement))
-}
-
-/// Storage locations compare without a trailing slash, `s3a://` as `s3://`, and
-/// `file:/x` as `file:///x`.
-fn same_location(a: &str, b: &str) -> bool {
-    fn norm(uri: &str) -> String {
-        let uri = uri.trim().trim_end_matches('/');
-        if let Some(rest) = uri.strip_prefix("s3a://") {
-            return format!("s3://{rest}");
-        }
-        if let Some(rest) = uri.strip_prefix("file:") {
-            return format!("file:///{}", rest.trim_start_matches('/'));
-        }
-        uri.to_string()
-    }
-    norm(a) == norm(b)
 }
 
 /// Registers (or brings in line) the Unity Catalog entry of one Delta table.
