@@ -20,6 +20,7 @@ pub mod glue;
 pub mod handler;
 pub mod lakebase;
 pub mod mirror;
+pub mod parquet_footer;
 pub mod secrets;
 pub mod storage;
 pub mod sync;

@@ -6,6 +6,7 @@ the table as a Delta reader reads it."""
 
 import io
 import json
+from pathlib import Path
 
 import boto3
 import psycopg
@@ -21,6 +22,11 @@ METADATA = {"metaData": {"id": "h", "format": {"provider": "parquet", "options":
                          "configuration": {}, "createdTime": 1,
                          "schemaString": json.dumps({"type": "struct", "fields": [
                              {"name": "id", "type": "long", "nullable": True, "metadata": {}}]})}}
+
+
+# 813 bytes, PAR1 at both ends, whose footer declares a key-value list of ~96 million entries:
+# found by tests/fuzz; the parquet crate reserved ~4.6 GB for it and the process died.
+HOSTILE_FOOTER = (Path(__file__).resolve().parents[2] / "shared/src/testdata/oom-key-value-list.parquet").read_bytes()
 
 
 def parquet_bytes(ids) -> bytes:
@@ -91,6 +97,17 @@ CASES = {
         t.put("_delta_log/00000000000000000000.checkpoint.parquet", parquet_bytes([1])[:40]),
         t.put("_delta_log/_last_checkpoint", json.dumps({"version": 0, "size": 3}))),
         ["checkpoint"]),
+    "hostile-checkpoint-footer": (lambda t: (
+        t.commit(0, [PROTOCOL, METADATA, t.add("a.parquet", [1])]),
+        t.put("_delta_log/00000000000000000000.checkpoint.parquet", HOSTILE_FOOTER),
+        t.put("_delta_log/_last_checkpoint", json.dumps({"version": 0, "size": 3}))),
+        ["checkpoint", "corrupt Parquet footer"]),
+    "hostile-data-file-footer": (lambda t: (
+        t.put("a.parquet", HOSTILE_FOOTER),
+        t.commit(0, [PROTOCOL, METADATA, {"add": {"path": "a.parquet", "partitionValues": {},
+                                                  "size": len(HOSTILE_FOOTER), "modificationTime": 1,
+                                                  "dataChange": True}}])),
+        ["a.parquet", "corrupt Parquet footer"]),
     "gap-in-the-log": (lambda t: (t.commit(0, [PROTOCOL, METADATA, t.add("a.parquet", [1])]),
                                   t.commit(2, [t.add("b.parquet", [2])])), ["1"]),
 }
@@ -110,6 +127,20 @@ def test_a_hostile_log_is_refused_by_the_reverse_sync_too(bucket, lakemirror, po
     result = lakemirror("lakebase-sync", "--source-path", table.uri, "--target-table", "t",
                         "--postgres-url", postgres_url, check=False)
     assert result.returncode > 0 and "panicked" not in result.stderr and "../../etc/passwd" in result.stderr, result
+    with psycopg.connect(postgres_url) as con:
+        assert con.execute("SELECT to_regclass('public.t')").fetchone() == (None,)
+
+
+def test_a_data_file_with_a_hostile_footer_is_refused_by_the_reverse_sync(bucket, lakemirror, postgres_url):
+    table = HandWrittenTable(bucket, "hostile/reverse_footer")
+    table.put("a.parquet", HOSTILE_FOOTER)
+    table.commit(0, [PROTOCOL, METADATA, {"add": {"path": "a.parquet", "partitionValues": {},
+                                                  "size": len(HOSTILE_FOOTER), "modificationTime": 1,
+                                                  "dataChange": True}}])
+    result = lakemirror("lakebase-sync", "--source-path", table.uri, "--target-table", "t",
+                        "--postgres-url", postgres_url, check=False)
+    assert result.returncode > 0 and "panicked" not in result.stderr, result
+    assert "a.parquet" in result.stderr and "corrupt Parquet footer" in result.stderr, result.stderr
     with psycopg.connect(postgres_url) as con:
         assert con.execute("SELECT to_regclass('public.t')").fetchone() == (None,)
 

@@ -522,6 +522,7 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     if bytes.len() < 12 || !bytes.starts_with(magic) || !bytes.ends_with(magic) {
         return Err("not a Parquet file (PAR1 missing at the start or end)".into());
     }
+    crate::parquet_footer::check(&bytes).map_err(|e| format!("corrupt Parquet footer: {e}"))?;
     let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
     let rows = reader.get_row_iter(None).map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
@@ -594,6 +595,15 @@ mod tests {
         assert!(err.contains("not a Parquet file"), "{err}");
         assert!(checkpoint_actions(Bytes::from_static(b"PAR1PAR1")).is_err());
         assert!(checkpoint_actions(Bytes::new()).is_err());
+    }
+
+    #[test]
+    fn a_parquet_footer_declaring_more_than_it_holds_is_refused_before_decoding() {
+        // Found by tests/fuzz (target checkpoint): PAR1 at both ends, and a key-value list
+        // the parquet crate reserved ~4.6 GB for, aborting the process.
+        let oom = Bytes::from_static(include_bytes!("../testdata/oom-key-value-list.parquet"));
+        let err = checkpoint_actions(oom).unwrap_err();
+        assert!(err.contains("corrupt Parquet footer"), "{err}");
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub async fn read_file(
         Rows::Live => None,
         Rows::At(positions) => Some((true, positions.clone())),
     };
+    crate::parquet_footer::check(&bytes)
+        .map_err(|e| Error::InvalidInput(format!("{location}: corrupt Parquet footer: {e}")))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
     let mut batches = Vec::new();
     let mut first_row: u64 = 0;

@@ -542,6 +542,8 @@ async fn footer_record_count(store: &TableStorage, location: &str, size: u64) ->
         ))
     })?;
     let footer = store.get_range(location, start..size - 8).await?;
+    crate::parquet_footer::check_metadata(&footer)
+        .map_err(|e| Error::InvalidInput(format!("{location}: corrupt Parquet footer: {e}")))?;
     let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)?;
     u64::try_from(metadata.file_metadata().num_rows())
         .map_err(|_| Error::InvalidInput(format!("{location}: negative row count in footer")))
