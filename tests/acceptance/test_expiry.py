@@ -23,12 +23,9 @@ def keys(s3, bucket, prefix):
     return {o["Key"] for page in pages for o in page.get("Contents", [])}
 
 
-def test_snapshots_expire_with_deltas_retention_and_only_their_metadata_goes(bucket, glue_database, lakemirror):
-    s3 = boto3.client("s3")
-    prefix = "x/events"
-    uri = f"s3://{bucket}/{prefix}"
+def write_aged_commits(s3, bucket, prefix, ages_days):
+    """A Delta log written by hand, commit v holding the row `id = v` and ages_days[v] days old."""
     now = int(time.time() * 1000)
-    ages_days = [30, 20, 10, 1]  # commit v is ages_days[v] days old
     for v, age in enumerate(ages_days):
         body = io.BytesIO()
         pq.write_table(pa.table({"id": pa.array([v], pa.int64())}), body)
@@ -43,6 +40,14 @@ def test_snapshots_expire_with_deltas_retention_and_only_their_metadata_goes(buc
                                 "modificationTime": 1, "dataChange": True, "stats": '{"numRecords":1}'}})
         s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/{v:020}.json",
                       Body="\n".join(json.dumps(a) for a in actions).encode())
+
+
+def test_snapshots_expire_with_deltas_retention_and_only_their_metadata_goes(bucket, glue_database, lakemirror):
+    s3 = boto3.client("s3")
+    prefix = "x/events"
+    uri = f"s3://{bucket}/{prefix}"
+    ages_days = [30, 20, 10, 1]  # commit v is ages_days[v] days old
+    write_aged_commits(s3, bucket, prefix, ages_days)
 
     lists, expired = [], 0
     for v in range(len(ages_days)):
@@ -95,3 +100,46 @@ def test_delete_files_of_expired_snapshots_go_and_live_ones_stay(format_version,
     assert len(live) == 1, "a's last vector is the only one live"
     assert keys(s3, bucket, "tables/dv/_lakemirror/iceberg/deletes/") == live
     assert data_files <= keys(s3, bucket, "tables/dv/"), "no data file or Delta deletion vector is ever deleted"
+
+
+def referenced_metadata(database, table) -> set[str]:
+    """The manifest lists and manifests every snapshot the Glue table keeps still reads."""
+    tbl = judge.glue_catalog().load_table((database, table))
+    return {path.split("://", 1)[1].split("/", 1)[1]
+            for snapshot in tbl.metadata.snapshots
+            for path in [snapshot.manifest_list] + [m.manifest_path for m in snapshot.manifests(tbl.io)]}
+
+
+def test_a_sync_killed_while_deleting_expired_files_leaves_a_readable_table_and_only_unreferenced_metadata(
+        bucket, glue_database, lakemirror, s3):
+    # Issue 8, property 3, the step after the Glue update: expired snapshots' files are deleted
+    # after the commit, one by one. Killed after the first, the table must still read right
+    # and the files left over must be ones no kept snapshot reads.
+    from acceptance.test_crash_steps import ABORTED
+
+    prefix = "x/crash"
+    uri = f"s3://{bucket}/{prefix}"
+    write_aged_commits(s3, bucket, prefix, [40, 35, 30, 25, 20, 2, 1])
+    args = ["glue-sync", "--table-uri", uri, "--glue-database", glue_database]
+    for v in range(4):  # v0..v2 expire on the way; v3 is kept (v4 is 20 days old, so not for long)
+        lakemirror(*args, "--to-version", v)
+    before = keys(s3, bucket, f"{prefix}/_lakemirror/")
+    going = referenced_metadata(glue_database, "crash")
+
+    crashed = lakemirror(*args, "--to-version", 5, env={"LAKEMIRROR_CRASH_AT": "glue-during-expiry"}, check=False)
+    assert crashed.returncode in ABORTED, crashed
+    after = keys(s3, bucket, f"{prefix}/_lakemirror/")
+    kept = referenced_metadata(glue_database, "crash")
+    assert [int(s["summary"]["delta.version"]) for s in judge.iceberg_snapshots(glue_database, "crash")] == [4, 5]
+    assert kept <= after, "every file a kept snapshot reads is still there"
+    left_over = (going - kept) & after
+    assert len(before - after) == 1, "killed after deleting one expired file"
+    assert left_over, "the kill left expired files behind"
+    assert all(k.endswith(".avro") for k in left_over), left_over
+    judge.assert_same_rows([(v,) for v in range(6)], judge.iceberg_rows_pyiceberg(glue_database, "crash"))
+
+    # The next sync converges; the files left over stay unreferenced garbage.
+    result = lakemirror(*args)
+    assert result.json["delta_version"] == 6
+    assert_mirrors(uri, glue_database, "crash", result, storage_options=judge.delta_storage_options())
+    assert not left_over & referenced_metadata(glue_database, "crash")

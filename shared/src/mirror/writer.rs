@@ -262,6 +262,7 @@ impl MetadataWriter {
             if let Err(e) = self.metadata_store.delete(file).await {
                 tracing::warn!(file, error = %e, "could not delete a file of an expired snapshot");
             }
+            crate::crash::point("glue-during-expiry");
         }
     }
 
