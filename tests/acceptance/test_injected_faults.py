@@ -53,3 +53,18 @@ def test_syncs_converge_through_a_network_that_fails_one_request_in_ten(
     final = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
     assert final.json["snapshots_committed"] == 0, "the last faulty run had already converged"
     assert_mirrors(uri, glue_database, "orders", final, storage_options=delta_storage_options)
+
+
+def test_a_burst_of_glue_throttling_is_retried_within_one_sync_run(
+        bucket, glue_database, moto_endpoint, delta_storage_options, lakemirror):
+    # Glue throttles a busy account for several calls in a row. Four throttled answers are more
+    # than the SDK's default 3 attempts survive; glue::GLUE_MAX_ATTEMPTS (6) rides them out
+    # inside the run instead of failing it and waiting for the queue to redeliver.
+    uri = f"s3://{bucket}/faulty/burst"
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
+    with FaultProxy(moto_endpoint, rate=0, glue_burst=["throttle"] * 4) as proxy:
+        result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database,
+                            env={"AWS_ENDPOINT_URL": proxy.url}, check=False)
+    assert result.returncode == 0, result.stderr
+    assert proxy.injected == {"throttle": 4} and not proxy.glue_burst
+    assert_mirrors(uri, glue_database, "burst", result, storage_options=delta_storage_options)

@@ -5,14 +5,15 @@ Faults: `500` (InternalError), `503` (SlowDown / ServiceUnavailable), `throttle`
 ThrottlingException, S3's SlowDown), `reset` (the connection closes before the request reaches
 moto), `reset-after` (moto executes the request, the answer is lost: the nasty case for
 non-idempotent calls), `slow` (the answer comes 300 ms late). The seed makes a run repeatable
-for a given request order."""
+for a given request order. `glue_burst` lists faults the next Glue requests get, in order,
+before the random ones: a burst of throttling is how Glue answers a busy account."""
 
 import http.client
 import random
 import socket
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -22,9 +23,10 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, rate: float = 0.1, seed: int = 0):
+    def __init__(self, upstream: str, rate: float = 0.1, seed: int = 0, glue_burst=()):
         self.upstream = urlsplit(upstream)
         self.rate = rate
+        self.glue_burst = deque(glue_burst)
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.injected: Counter = Counter()
@@ -40,8 +42,8 @@ class FaultProxy:
             def handle_one(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                fault = proxy.choose()
                 glue = "X-Amz-Target" in self.headers
+                fault = proxy.choose(glue)
                 if fault == "reset":
                     self.drop()
                     return
@@ -88,9 +90,13 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def choose(self) -> str | None:
+    def choose(self, glue: bool) -> str | None:
         with self.lock:
             self.requests += 1
+            if glue and self.glue_burst:
+                fault = self.glue_burst.popleft()
+                self.injected[fault] += 1
+                return fault
             if self.rng.random() >= self.rate:
                 return None
             fault = self.rng.choice(FAULTS)
