@@ -601,9 +601,13 @@ mod tests {
     fn a_parquet_footer_declaring_more_than_it_holds_is_refused_before_decoding() {
         // Found by tests/fuzz (target checkpoint): PAR1 at both ends, and a key-value list
         // the parquet crate reserved ~4.6 GB for, aborting the process.
-        let oom = Bytes::from_static(include_bytes!("../testdata/oom-key-value-list.parquet"));
-        let err = checkpoint_actions(oom).unwrap_err();
-        assert!(err.contains("corrupt Parquet footer"), "{err}");
+        for oom in [
+            &include_bytes!("../testdata/oom-key-value-list.parquet")[..],
+            &include_bytes!("../testdata/oom-key-value-list-typed-bool.parquet")[..],
+        ] {
+            let err = checkpoint_actions(Bytes::from_static(oom)).unwrap_err();
+            assert!(err.contains("corrupt Parquet footer"), "{err}");
+        }
     }
 
     #[test]
