@@ -5,13 +5,21 @@ one final sync. After each schedule the mirror must equal the
 Delta table (pyiceberg through Glue vs delta-rs), each Delta version must appear in at most
 one Iceberg snapshot, and no data file may be referenced twice.
 
+With a fault proxy (`tests/rig/fault_proxy.py`) between the handler and S3/Glue, the handler's
+requests fail at random too. A message the handler reports failed goes back to the queue, as
+SQS redelivers it, up to MAX_RECEIVES deliveries, after which SQS would park it in the
+dead-letter queue; the final sync must still converge. Without a proxy any failed message is a
+mismatch.
+
 Shared by the CI test (tests/acceptance/test_event_chaos.py, a few schedules) and the soak
 command (tests/soak/chaos.py, 1,000 schedules by default), which prints the counts."""
 
 import json
+import os
 import random
 import subprocess
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import boto3
@@ -23,6 +31,7 @@ from acceptance.test_invoke import moto_style_s3_record, sqs_record
 from rig import judge
 
 COMMITS = 50
+MAX_RECEIVES = 5  # template.yaml's MaxReceiveCount default
 
 
 @dataclass
@@ -31,6 +40,8 @@ class Counts:
     deliveries: int = 0
     duplicated: int = 0
     dropped: int = 0
+    redelivered: int = 0
+    dead_lettered: int = 0
     invocations: int = 0
     snapshots: int = 0
     commits_synced: int = 0
@@ -39,7 +50,8 @@ class Counts:
 
     def line(self) -> str:
         return (f"schedules run: {self.schedules}, deliveries: {self.deliveries} "
-                f"({self.duplicated} duplicated, {self.dropped} dropped), handler invocations: "
+                f"({self.duplicated} duplicated, {self.dropped} dropped, {self.redelivered} redelivered "
+                f"after a failure, {self.dead_lettered} dead-lettered), handler invocations: "
                 f"{self.invocations}, snapshots committed: {self.snapshots}, commits synced: "
                 f"{self.commits_synced}, mismatches: {self.mismatches}")
 
@@ -127,43 +139,69 @@ def take_batch(rng: random.Random, pending: list[int]) -> list[int]:
     return batch
 
 
-def sqs_event(bucket: str, prefix: str, versions: list[int]) -> dict:
-    """An SQS batch: one message per commit event, each an S3 notification as moto sends it."""
-    records = []
+def sqs_event(bucket: str, prefix: str, versions: list[int]) -> tuple[dict, dict[str, int]]:
+    """An SQS batch: one message per commit event, each an S3 notification as moto sends it;
+    and the version each message id stands for."""
+    records, ids = [], {}
     for version in versions:
         key = f"{prefix}/_delta_log/{version:020}.json"
         body = json.dumps({"Records": [moto_style_s3_record(bucket, key)]})
-        records.append(sqs_record(uuid.uuid4().hex, body))
-    return {"Records": records}
+        ids[message_id := uuid.uuid4().hex] = version
+        records.append(sqs_record(message_id, body))
+    return {"Records": records}, ids
 
 
 def run_schedule(lakemirror_bin, workdir, bucket: str, source_prefix: str, expected_rows, expected_files: int,
-                 rng: random.Random, counts: Counts):
+                 rng: random.Random, counts: Counts, proxy_url: str | None = None):
     """One schedule against a fresh copy of the table and a fresh Glue database; counts a
-    mismatch (with its reason in counts.failures) instead of raising."""
+    mismatch (with its reason in counts.failures) instead of raising. With `proxy_url` the
+    handler reaches S3 and Glue through that (fault-injecting) proxy."""
     tag = uuid.uuid4().hex[:12]
     prefix, database = f"chaos/{tag}", f"chaos_{tag}"
     log = copy_data(bucket, source_prefix, prefix)
     boto3.client("glue").create_database(DatabaseInput={"Name": database})
     event_file = workdir / f"{tag}.json"
+    env = dict(os.environ, AWS_ENDPOINT_URL=proxy_url) if proxy_url else None
+    receives: Counter = Counter()  # deliveries per (version, copy), to stop at MAX_RECEIVES
 
     def deliver(batch) -> bool:
         counts.deliveries += len(batch)
-        event_file.write_text(json.dumps(sqs_event(bucket, prefix, batch)))
+        event, ids = sqs_event(bucket, prefix, [version for version, _ in batch])
+        copies = dict(zip(ids, batch))
+        event_file.write_text(json.dumps(event))
         run = subprocess.run([str(lakemirror_bin), "invoke", "glue-sync", "--event", str(event_file),
-                              "--glue-database", database], capture_output=True, text=True, timeout=300)
+                              "--glue-database", database], capture_output=True, text=True, timeout=300, env=env)
         counts.invocations += 1
-        if run.returncode != 0 or json.loads(run.stdout.strip().splitlines()[-1])["batchItemFailures"]:
+        if "panicked" in run.stderr:
+            counts.mismatches += 1
+            counts.failures.append(f"{tag}: the handler panicked: {run.stderr[-1500:]}")
+            return False
+        try:
+            failed = [copies[f["itemIdentifier"]]
+                      for f in json.loads(run.stdout.strip().splitlines()[-1])["batchItemFailures"]]
+        except (IndexError, KeyError, ValueError):
+            failed = batch  # the invocation itself failed: SQS redelivers the whole batch
+        if run.returncode != 0:
+            failed = batch
+        if failed and not proxy_url:
             counts.mismatches += 1
             counts.failures.append(f"{tag}: batch {batch} failed: {run.stdout[-500:]} {run.stderr[-1500:]}")
             return False
+        for copy in failed:
+            receives[copy] += 1
+            if receives[copy] >= MAX_RECEIVES:
+                counts.dead_lettered += 1
+            else:
+                counts.redelivered += 1
+                pending.append(copy)
         return True
 
     # Commits appear one by one; their events wait in the queue and arrive in random bursts.
-    pending: list[int] = []
+    # A pending event is (version, copy): duplicates are separate messages.
+    pending: list[tuple[int, int]] = []
     for version in range(COMMITS):
         reveal(bucket, source_prefix, prefix, version, log[version])
-        pending.extend(deliveries_of(rng, version, counts))
+        pending.extend((v, copy) for copy, v in enumerate(deliveries_of(rng, version, counts)))
         while pending and rng.random() < 0.5:
             if not deliver(take_batch(rng, pending)):
                 return
