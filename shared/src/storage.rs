@@ -24,7 +24,7 @@ pub struct IoCounters {
 }
 
 /// Counts as plain numbers.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IoTotals {
     pub requests: u64,
     pub bytes_read: u64,

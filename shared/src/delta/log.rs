@@ -288,6 +288,25 @@ impl DeltaLog {
     /// Rebuilds the table at `target` (newest when None) from the newest complete
     /// checkpoint at or before it plus the JSON commits after that checkpoint.
     pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
+        self.rebuild(target, Reading::Everything).await
+    }
+
+    /// The newest version's metaData and protocol, without its files: of a Parquet
+    /// checkpoint only the footer and those two columns are read (ranged requests), so the
+    /// cost does not grow with the number of files in the table.
+    pub async fn definition(&self) -> Result<TableDefinition> {
+        let snapshot = self.rebuild(None, Reading::Definition).await?;
+        match (snapshot.active.metadata, snapshot.active.protocol) {
+            (Some(metadata), Some(protocol)) => Ok(TableDefinition {
+                version: snapshot.version,
+                metadata,
+                protocol,
+            }),
+            _ => Err(self.malformed("no metaData or protocol action")),
+        }
+    }
+
+    async fn rebuild(&self, target: Option<i64>, reading: Reading) -> Result<DeltaSnapshot> {
         // `_last_checkpoint` is a hint that lets us list only the tail of the log.
         let hint = match target {
             None => self.last_checkpoint_version().await?,
@@ -343,7 +362,8 @@ impl DeltaLog {
         let start = match &checkpoint {
             Some((cp_version, parts)) => {
                 for meta in parts {
-                    self.read_checkpoint_part(meta, &mut active).await?;
+                    self.read_checkpoint_part(meta, &mut active, reading)
+                        .await?;
                 }
                 cp_version + 1
             }
@@ -406,18 +426,23 @@ impl DeltaLog {
         &self,
         meta: &object_store::ObjectMeta,
         active: &mut ActiveFileSet,
+        reading: Reading,
     ) -> Result<()> {
         let location = self.table.location_of_key(&meta.location);
-        let (bytes, _) = self.table.get(&location).await?;
         let mut lines = if location.ends_with(".json") {
+            let (bytes, _) = self.table.get(&location).await?;
             json_actions(&bytes)
+        } else if reading == Reading::Definition {
+            self.checkpoint_definition(&location, meta.size).await?
         } else {
+            let (bytes, _) = self.table.get(&location).await?;
             checkpoint_actions(bytes)
         }
         .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
-        // A v2 checkpoint keeps its file actions in sidecars.
+        // A v2 checkpoint keeps its file actions in sidecars (metaData and protocol never).
         let sidecars: Vec<String> = lines
             .iter()
+            .filter(|_| reading == Reading::Everything)
             .filter_map(|l| l.sidecar.as_ref().map(|s| s.path.clone()))
             .collect();
         for path in sidecars {
@@ -447,6 +472,208 @@ impl DeltaLog {
         }
         Ok(())
     }
+
+    /// The metaData and protocol rows of a Parquet checkpoint: its footer and the chunks of
+    /// those two columns, by ranged reads. The file actions, the bulk of it, stay unread.
+    async fn checkpoint_definition(
+        &self,
+        location: &str,
+        size: u64,
+    ) -> Result<std::result::Result<Vec<ActionLine>, String>> {
+        if size < 12 {
+            return Ok(Err("too small to be Parquet".into()));
+        }
+        // One read usually holds the whole footer.
+        let tail_start = size.saturating_sub(TAIL_READ);
+        let tail = self.table.get_range(location, tail_start..size).await?;
+        let footer_start = match footer_start(&tail, size) {
+            Ok(start) => start,
+            Err(e) => return Ok(Err(e)),
+        };
+        let footer = if footer_start < tail_start {
+            self.table.get_range(location, footer_start..size).await?
+        } else {
+            tail.slice((footer_start - tail_start) as usize..)
+        };
+        let ranges = match definition_chunk_ranges(&footer, footer_start) {
+            Ok(ranges) => ranges,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut parts = stream::iter(ranges)
+            .map(|range| async move {
+                let start = range.start;
+                self.table
+                    .get_range(location, range)
+                    .await
+                    .map(|bytes| (start, bytes))
+            })
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await?;
+        parts.push((footer_start, footer));
+        Ok(definition_actions(SparseFile { len: size, parts }))
+    }
+}
+
+/// Bytes read from a checkpoint's end at first: a footer is rarely bigger.
+const TAIL_READ: u64 = 64 * 1024;
+
+/// The checkpoint columns that hold a table's definition.
+const DEFINITION_COLUMNS: [&str; 2] = ["metaData", "protocol"];
+
+/// What a snapshot reads of its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Everything,
+    /// metaData and protocol only.
+    Definition,
+}
+
+/// A table's schema, properties and protocol at one version, without its files.
+#[derive(Debug, Clone)]
+pub struct TableDefinition {
+    pub version: i64,
+    pub metadata: Metadata,
+    pub protocol: Protocol,
+}
+
+/// Some byte ranges of a Parquet file, at their offsets: enough to decode the columns whose
+/// chunks are present. Reading anywhere else is an error, never a silent read.
+#[derive(Debug)]
+pub struct SparseFile {
+    pub len: u64,
+    pub parts: Vec<(u64, Bytes)>,
+}
+
+impl SparseFile {
+    /// The part holding `start`, from `start` to the part's end.
+    fn from(&self, start: u64) -> parquet::errors::Result<Bytes> {
+        self.parts
+            .iter()
+            .find_map(|(at, bytes)| {
+                let from = usize::try_from(start.checked_sub(*at)?).ok()?;
+                (from < bytes.len()).then(|| bytes.slice(from..))
+            })
+            .ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!(
+                    "byte {start} of the checkpoint was not read"
+                ))
+            })
+    }
+}
+
+impl parquet::file::reader::Length for SparseFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for SparseFile {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        Ok(self.from(start)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let bytes = self.from(start)?;
+        if length > bytes.len() {
+            return Err(parquet::errors::ParquetError::General(format!(
+                "bytes {start}..+{length} of the checkpoint were not read"
+            )));
+        }
+        Ok(bytes.slice(..length))
+    }
+}
+
+/// Where the footer of a Parquet file of `size` bytes starts, from the file's last bytes.
+fn footer_start(tail: &[u8], size: u64) -> std::result::Result<u64, String> {
+    if tail.len() < 8 || !tail.ends_with(b"PAR1") {
+        return Err("not a Parquet file (PAR1 missing at the end)".into());
+    }
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&tail[tail.len() - 8..tail.len() - 4]);
+    size.checked_sub(8 + u64::from(u32::from_le_bytes(len)))
+        .filter(|start| *start >= 4)
+        .ok_or_else(|| "the footer is longer than the file".into())
+}
+
+/// The byte ranges of the metaData and protocol column chunks. `footer` is the file from
+/// `footer_start` to its end.
+fn definition_chunk_ranges(
+    footer: &[u8],
+    footer_start: u64,
+) -> std::result::Result<Vec<std::ops::Range<u64>>, String> {
+    let metadata_bytes = &footer[..footer.len().saturating_sub(8)];
+    crate::parquet_footer::check_metadata(metadata_bytes)
+        .map_err(|e| format!("corrupt Parquet footer: {e}"))?;
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(metadata_bytes)
+        .map_err(|e| e.to_string())?;
+    let mut ranges = Vec::new();
+    for row_group in metadata.row_groups() {
+        for column in row_group.columns() {
+            let top = column.column_path().parts().first().map(String::as_str);
+            if top.is_some_and(|t| DEFINITION_COLUMNS.contains(&t)) {
+                let (start, len) = column.byte_range();
+                let end = start
+                    .checked_add(len)
+                    .filter(|end| *end <= footer_start)
+                    .ok_or("a column chunk lies outside the file")?;
+                ranges.push(start..end);
+            }
+        }
+    }
+    Ok(coalesce(ranges, COALESCE_GAP))
+}
+
+/// Ranges closer than this are read in one request: a struct's leaf columns lie side by side.
+const COALESCE_GAP: u64 = 4096;
+
+/// `ranges` sorted and merged where they overlap or lie within `gap` bytes of each other.
+fn coalesce(mut ranges: Vec<std::ops::Range<u64>>, gap: u64) -> Vec<std::ops::Range<u64>> {
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end.saturating_add(gap) => {
+                last.end = last.end.max(range.end);
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+/// The metaData and protocol rows of a checkpoint of which `file` holds the footer and
+/// those columns' chunks.
+pub fn definition_actions(file: SparseFile) -> std::result::Result<Vec<ActionLine>, String> {
+    use parquet::schema::types::Type;
+    let reader = SerializedFileReader::new(file).map_err(|e| e.to_string())?;
+    let root = reader.metadata().file_metadata().schema();
+    let fields: Vec<_> = root
+        .get_fields()
+        .iter()
+        .filter(|f| DEFINITION_COLUMNS.contains(&f.name()))
+        .cloned()
+        .collect();
+    let projection = Type::group_type_builder(root.name())
+        .with_fields(fields)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let rows = reader
+        .get_row_iter(Some(projection))
+        .map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
+    for row in rows {
+        let row = row.map_err(|e| e.to_string())?;
+        let line: ActionLine =
+            serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
+        if line.meta_data.is_some() || line.protocol.is_some() {
+            lines.push(line);
+        }
+    }
+    Ok(lines)
 }
 
 /// The newest checkpoint at or before `version` whose parts are all present.
@@ -608,6 +835,111 @@ mod tests {
             let err = checkpoint_actions(Bytes::from_static(oom)).unwrap_err();
             assert!(err.contains("corrupt Parquet footer"), "{err}");
         }
+    }
+
+    /// A checkpoint as Spark lays it out: one row per action, one struct column per kind;
+    /// the protocol and metaData rows first, then `adds` add rows.
+    fn checkpoint(adds: usize) -> Vec<u8> {
+        use arrow_array::{ArrayRef, Int32Array, RecordBatch, StringArray, StructArray};
+        use arrow_schema::{DataType, Field};
+        use std::sync::Arc;
+        let rows = adds + 2;
+        let strings = |f: &dyn Fn(usize) -> Option<String>| -> ArrayRef {
+            Arc::new(StringArray::from((0..rows).map(f).collect::<Vec<_>>()))
+        };
+        let nulls_but = |row: usize| {
+            arrow_buffer::NullBuffer::from((0..rows).map(|r| r == row).collect::<Vec<_>>())
+        };
+        let protocol = StructArray::new(
+            vec![Field::new("minReaderVersion", DataType::Int32, true)].into(),
+            vec![Arc::new(Int32Array::from(
+                (0..rows).map(|r| (r == 0).then_some(1)).collect::<Vec<_>>(),
+            )) as ArrayRef],
+            Some(nulls_but(0)),
+        );
+        let schema = r#"{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}"#;
+        let meta_data = StructArray::new(
+            vec![Field::new("schemaString", DataType::Utf8, true)].into(),
+            vec![strings(&|r| (r == 1).then(|| schema.to_string()))],
+            Some(nulls_but(1)),
+        );
+        let add = StructArray::new(
+            vec![Field::new("path", DataType::Utf8, true)].into(),
+            vec![strings(&|r| {
+                (r >= 2).then(|| format!("part-{r:05}-a-long-name-as-spark-writes.parquet"))
+            })],
+            Some(arrow_buffer::NullBuffer::from(
+                (0..rows).map(|r| r >= 2).collect::<Vec<_>>(),
+            )),
+        );
+        let batch = RecordBatch::try_from_iter([
+            ("protocol", Arc::new(protocol) as ArrayRef),
+            ("metaData", Arc::new(meta_data) as ArrayRef),
+            ("add", Arc::new(add) as ArrayRef),
+        ])
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_checkpoints_definition_is_read_from_its_footer_and_two_column_chunks() {
+        let bytes = Bytes::from(checkpoint(20_000));
+        let size = bytes.len() as u64;
+        let start = footer_start(&bytes, size).unwrap();
+        let ranges = definition_chunk_ranges(&bytes[start as usize..], start).unwrap();
+        let mut parts: Vec<(u64, Bytes)> = ranges
+            .iter()
+            .map(|r| (r.start, bytes.slice(r.start as usize..r.end as usize)))
+            .collect();
+        parts.push((start, bytes.slice(start as usize..)));
+        let read: usize = parts.iter().map(|(_, b)| b.len()).sum();
+        assert!(
+            read * 20 < bytes.len(),
+            "read {read} of {} bytes",
+            bytes.len()
+        );
+
+        let lines = definition_actions(SparseFile { len: size, parts }).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].protocol.as_ref().unwrap().min_reader_version, 1);
+        assert!(
+            lines[1]
+                .meta_data
+                .as_ref()
+                .unwrap()
+                .schema_string
+                .contains("\"id\"")
+        );
+        let whole = SerializedFileReader::new(bytes).unwrap();
+        assert_eq!(whole.metadata().file_metadata().num_rows(), 20_002);
+    }
+
+    #[test]
+    fn neighbouring_ranges_are_read_in_one_request() {
+        assert_eq!(
+            coalesce(vec![30..40, 0..10, 12..20, 5..8], 4),
+            vec![0..20, 30..40]
+        );
+        assert_eq!(coalesce(vec![0..10, 15..20], 4), vec![0..10, 15..20]);
+        assert_eq!(coalesce(Vec::new(), 4), Vec::<std::ops::Range<u64>>::new());
+    }
+
+    #[test]
+    fn a_sparse_file_refuses_reads_outside_what_was_fetched() {
+        use parquet::file::reader::ChunkReader;
+        let file = SparseFile {
+            len: 100,
+            parts: vec![(10, Bytes::from_static(b"0123456789"))],
+        };
+        assert_eq!(file.get_bytes(12, 3).unwrap().as_ref(), b"234");
+        assert!(file.get_bytes(12, 9).is_err());
+        assert!(file.get_bytes(5, 1).is_err());
+        assert!(file.get_read(20).is_err());
     }
 
     #[test]

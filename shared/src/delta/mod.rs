@@ -7,5 +7,5 @@ pub mod replay;
 pub mod schema;
 
 pub use actions::{Add, DeltaCommit, Metadata, Protocol, Remove};
-pub use log::{CommitsSince, DeltaLog, DeltaSnapshot};
+pub use log::{CommitsSince, DeltaLog, DeltaSnapshot, TableDefinition};
 pub use replay::ActiveFileSet;

@@ -22,7 +22,7 @@ use super::columns::columns;
 use crate::delta::actions::Metadata;
 use crate::delta::log::DeltaLog;
 use crate::error::{Error, Result};
-use crate::storage::{IoCounters, TableStorage, canonical_uri};
+use crate::storage::{IoCounters, IoTotals, TableStorage, canonical_uri};
 
 /// Delta table property: `false` keeps the table out of Unity Catalog.
 pub const ENABLED_PROPERTY: &str = "lakemirror.unity.enabled";
@@ -61,6 +61,8 @@ pub struct UnityReport {
     pub delta_version: i64,
     pub columns: usize,
     pub elapsed_ms: u64,
+    /// Storage requests and bytes read for it.
+    pub io: IoTotals,
 }
 
 /// The catalog, schema and table of an entry.
@@ -233,21 +235,22 @@ pub async fn unity_register(
     request: &UnityRegisterRequest,
 ) -> Result<UnityReport> {
     let started = Instant::now();
-    let store = TableStorage::open(&request.table_uri, Arc::new(IoCounters::default()))?;
+    let counters = Arc::new(IoCounters::default());
+    let store = TableStorage::open(&request.table_uri, counters.clone())?;
     let root = store.root_uri().to_string();
     let log = DeltaLog::new(store);
-    let snapshot = log.snapshot(None).await?;
-    let metadata = snapshot
-        .metadata()
-        .ok_or_else(|| Error::malformed(&root, "no metaData action"))?;
+    // The schema and properties only: the files, which grow with the table, stay unread.
+    let definition = log.definition().await?;
+    let metadata = &definition.metadata;
     let folder = root.rsplit('/').next().unwrap_or_default();
     let report = |full_name: Option<String>, action, columns| UnityReport {
         table_uri: root.clone(),
         full_name,
         action,
-        delta_version: snapshot.version,
+        delta_version: definition.version,
         columns,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        io: counters.totals(),
     };
     let Some(name) = resolve_name(request, &metadata.configuration, folder)? else {
         tracing::info!(table = %root, "{ENABLED_PROPERTY}=false: not registered");
@@ -291,7 +294,7 @@ pub async fn unity_register(
                 "recreated"
             }
         };
-        tracing::info!(table = %full_name, location = %root, delta_version = snapshot.version, action, "registered in Unity Catalog");
+        tracing::info!(table = %full_name, location = %root, delta_version = definition.version, action, "registered in Unity Catalog");
         return Ok(report(Some(full_name), action, column_count));
     }
     Err(Error::Unity {
