@@ -645,6 +645,22 @@ fn coalesce(mut ranges: Vec<std::ops::Range<u64>>, gap: u64) -> Vec<std::ops::Ra
     merged
 }
 
+/// The metaData and protocol rows of a checkpoint held whole in memory, decoded as ranged
+/// reads see it: only the footer and those columns' chunks reach the decoder.
+pub fn definition_actions_of(bytes: Bytes) -> std::result::Result<Vec<ActionLine>, String> {
+    let size = bytes.len() as u64;
+    let start = footer_start(&bytes, size)?;
+    // Both fit in memory: `start` and every range end lie within `bytes`.
+    let at = |offset: u64| offset as usize;
+    let ranges = definition_chunk_ranges(&bytes[at(start)..], start)?;
+    let mut parts: Vec<(u64, Bytes)> = ranges
+        .iter()
+        .map(|r| (r.start, bytes.slice(at(r.start)..at(r.end))))
+        .collect();
+    parts.push((start, bytes.slice(at(start)..)));
+    definition_actions(SparseFile { len: size, parts })
+}
+
 /// The metaData and protocol rows of a checkpoint of which `file` holds the footer and
 /// those columns' chunks.
 pub fn definition_actions(file: SparseFile) -> std::result::Result<Vec<ActionLine>, String> {
@@ -892,19 +908,10 @@ mod tests {
         let size = bytes.len() as u64;
         let start = footer_start(&bytes, size).unwrap();
         let ranges = definition_chunk_ranges(&bytes[start as usize..], start).unwrap();
-        let mut parts: Vec<(u64, Bytes)> = ranges
-            .iter()
-            .map(|r| (r.start, bytes.slice(r.start as usize..r.end as usize)))
-            .collect();
-        parts.push((start, bytes.slice(start as usize..)));
-        let read: usize = parts.iter().map(|(_, b)| b.len()).sum();
-        assert!(
-            read * 20 < bytes.len(),
-            "read {read} of {} bytes",
-            bytes.len()
-        );
+        let read = size - start + ranges.iter().map(|r| r.end - r.start).sum::<u64>();
+        assert!(read * 20 < size, "read {read} of {size} bytes");
 
-        let lines = definition_actions(SparseFile { len: size, parts }).unwrap();
+        let lines = definition_actions_of(bytes.clone()).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].protocol.as_ref().unwrap().min_reader_version, 1);
         assert!(
