@@ -24,19 +24,25 @@ const MAX_DEPTH: usize = 64;
 
 /// Checks the footer of a whole Parquet file (`PAR1` … footer, length, `PAR1`).
 pub fn check(file: &[u8]) -> Result<(), String> {
-    let Some(len_at) = file.len().checked_sub(8) else {
-        return Err("too short for a Parquet footer".into());
-    };
+    let range = metadata_range(file, file.len() as u64)?;
+    // Within `file`: metadata_range keeps it between the opening magic and the length.
+    check_metadata(&file[range.start as usize..range.end as usize])
+}
+
+/// Where the footer's metadata lies in a Parquet file of `size` bytes, from its last bytes
+/// (`tail`, at least the final 8): refused unless `PAR1` closes the file and the declared
+/// length fits after the opening `PAR1`.
+pub fn metadata_range(tail: &[u8], size: u64) -> Result<std::ops::Range<u64>, String> {
+    if tail.len() < 8 || !tail.ends_with(b"PAR1") {
+        return Err("not a Parquet file (PAR1 missing at the end)".into());
+    }
     let mut len = [0u8; 4];
-    len.copy_from_slice(&file[len_at..len_at + 4]);
-    let len = u32::from_le_bytes(len) as usize;
-    let Some(start) = len_at.checked_sub(len).filter(|s| *s >= 4) else {
-        return Err(format!(
-            "the footer claims {len} bytes but the file has {}",
-            file.len()
-        ));
-    };
-    check_metadata(&file[start..len_at])
+    len.copy_from_slice(&tail[tail.len() - 8..tail.len() - 4]);
+    let len = u64::from(u32::from_le_bytes(len));
+    size.checked_sub(8 + len)
+        .filter(|start| *start >= 4)
+        .map(|start| start..size - 8)
+        .ok_or_else(|| format!("the footer claims {len} bytes but the file has {size}"))
 }
 
 /// Checks the footer's metadata bytes alone (what precedes the length and the closing `PAR1`).
@@ -51,6 +57,7 @@ pub fn check_metadata(footer: &[u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Compact-protocol element types.
 mod kind {
     pub const TRUE: u8 = 1;
     pub const FALSE: u8 = 2;

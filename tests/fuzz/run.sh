@@ -4,7 +4,8 @@
 # Targets: commit (commit JSON -> replay -> Iceberg and UC schemas), checkpoint (Parquet and
 # JSON checkpoints), deletion_vector, event (Lambda events). Seeds: the shared Delta tables'
 # logs and deletion vectors, and the sample events. A crash leaves its input under
-# tests/fuzz/artifacts/<target>/; turn it into a regression test before fixing it.
+# tests/fuzz/artifacts/<target>/ (an allocation over 512 MB and a unit slower than 10 s count too);
+# turn it into a regression test before fixing it.
 # cargo fuzz needs nightly-only flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain (the only
 # one here) accept them. cargo-fuzz, the build and the corpus are cached outside the clone.
 set -euo pipefail
@@ -30,7 +31,7 @@ cargo fuzz build --fuzz-dir tests/fuzz
 for target in commit checkpoint deletion_vector event; do
   echo "--- fuzzing $target for ${seconds}s" >&2
   cargo fuzz run --fuzz-dir tests/fuzz "$target" "$corpus/$target" -- \
-    -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 2>&1 \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=1048576 -print_final_stats=1 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY|.*panicked)" || true
   if compgen -G "tests/fuzz/artifacts/$target/*" >/dev/null; then
     echo "fuzzing $target found a crash: tests/fuzz/artifacts/$target/" >&2

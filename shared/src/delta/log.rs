@@ -589,14 +589,7 @@ impl parquet::file::reader::ChunkReader for SparseFile {
 
 /// Where the footer of a Parquet file of `size` bytes starts, from the file's last bytes.
 fn footer_start(tail: &[u8], size: u64) -> std::result::Result<u64, String> {
-    if tail.len() < 8 || !tail.ends_with(b"PAR1") {
-        return Err("not a Parquet file (PAR1 missing at the end)".into());
-    }
-    let mut len = [0u8; 4];
-    len.copy_from_slice(&tail[tail.len() - 8..tail.len() - 4]);
-    size.checked_sub(8 + u64::from(u32::from_le_bytes(len)))
-        .filter(|start| *start >= 4)
-        .ok_or_else(|| "the footer is longer than the file".into())
+    crate::parquet_footer::metadata_range(tail, size).map(|range| range.start)
 }
 
 /// The byte ranges of the metaData and protocol column chunks. `footer` is the file from

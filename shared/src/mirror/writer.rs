@@ -535,14 +535,9 @@ async fn footer_record_count(store: &TableStorage, location: &str, size: u64) ->
         )));
     }
     let tail = store.get_range(location, size - 8..size).await?;
-    let footer_len =
-        parquet::file::metadata::FooterTail::try_from(tail.as_ref())?.metadata_length() as u64;
-    let start = size.checked_sub(8 + footer_len).ok_or_else(|| {
-        Error::InvalidInput(format!(
-            "{location}: Parquet footer longer than the file; is add.size right?"
-        ))
-    })?;
-    let footer = store.get_range(location, start..size - 8).await?;
+    let range = crate::parquet_footer::metadata_range(&tail, size)
+        .map_err(|e| Error::InvalidInput(format!("{location}: {e}; is add.size right?")))?;
+    let footer = store.get_range(location, range).await?;
     crate::parquet_footer::check_metadata(&footer)
         .map_err(|e| Error::InvalidInput(format!("{location}: corrupt Parquet footer: {e}")))?;
     let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)?;
