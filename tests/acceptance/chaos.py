@@ -84,6 +84,14 @@ def make_source_table(bucket: str, prefix: str, storage_options: dict) -> str:
     return uri
 
 
+def source_table(bucket: str, prefix: str, storage_options: dict) -> tuple[list, int]:
+    """The 50-commit table made at `prefix`, and what every schedule must end with: delta-rs's
+    rows (id, v), sorted, and its number of data files."""
+    uri = make_source_table(bucket, prefix, storage_options)
+    rows = sorted(judge.delta_rows(uri, storage_options, columns=["id", "v"]))
+    return rows, len(DeltaTable(uri, storage_options=storage_options).file_uris())
+
+
 def copy_data(bucket: str, source_prefix: str, target_prefix: str) -> dict[int, list[str]]:
     """Copies the data files; returns the log files to reveal per version (the commit, its
     checkpoint), so commits can appear one by one as a writer would make them."""
