@@ -51,6 +51,13 @@ class HandWrittenTable:
         return {"add": {"path": path, "partitionValues": {}, "size": len(body), "modificationTime": 1,
                         "dataChange": True, **extra}}
 
+    def add_hostile_footer(self, path):
+        """Puts the fuzzer's hostile-footer file at `path`; returns its add action (no stats,
+        so a sync must read the footer for the record count)."""
+        self.put(path, HOSTILE_FOOTER)
+        return {"add": {"path": path, "partitionValues": {}, "size": len(HOSTILE_FOOTER), "modificationTime": 1,
+                        "dataChange": True}}
+
     def commit(self, version, actions=None, text=None):
         body = text if text is not None else "\n".join(json.dumps(a) for a in actions) + "\n"
         self.put(f"_delta_log/{version:020}.json", body)
@@ -102,12 +109,8 @@ CASES = {
         t.put("_delta_log/00000000000000000000.checkpoint.parquet", HOSTILE_FOOTER),
         t.put("_delta_log/_last_checkpoint", json.dumps({"version": 0, "size": 3}))),
         ["checkpoint", "corrupt Parquet footer"]),
-    "hostile-data-file-footer": (lambda t: (
-        t.put("a.parquet", HOSTILE_FOOTER),
-        t.commit(0, [PROTOCOL, METADATA, {"add": {"path": "a.parquet", "partitionValues": {},
-                                                  "size": len(HOSTILE_FOOTER), "modificationTime": 1,
-                                                  "dataChange": True}}])),
-        ["a.parquet", "corrupt Parquet footer"]),
+    "hostile-data-file-footer": (lambda t: t.commit(0, [PROTOCOL, METADATA, t.add_hostile_footer("a.parquet")]),
+                                 ["a.parquet", "corrupt Parquet footer"]),
     "gap-in-the-log": (lambda t: (t.commit(0, [PROTOCOL, METADATA, t.add("a.parquet", [1])]),
                                   t.commit(2, [t.add("b.parquet", [2])])), ["1"]),
 }
@@ -133,10 +136,7 @@ def test_a_hostile_log_is_refused_by_the_reverse_sync_too(bucket, lakemirror, po
 
 def test_a_data_file_with_a_hostile_footer_is_refused_by_the_reverse_sync(bucket, lakemirror, postgres_url):
     table = HandWrittenTable(bucket, "hostile/reverse_footer")
-    table.put("a.parquet", HOSTILE_FOOTER)
-    table.commit(0, [PROTOCOL, METADATA, {"add": {"path": "a.parquet", "partitionValues": {},
-                                                  "size": len(HOSTILE_FOOTER), "modificationTime": 1,
-                                                  "dataChange": True}}])
+    table.commit(0, [PROTOCOL, METADATA, table.add_hostile_footer("a.parquet")])
     result = lakemirror("lakebase-sync", "--source-path", table.uri, "--target-table", "t",
                         "--postgres-url", postgres_url, check=False)
     assert result.returncode > 0 and "panicked" not in result.stderr, result

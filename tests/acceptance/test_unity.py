@@ -291,8 +291,7 @@ def test_shared_tables_with_checkpoints_register_the_schema_delta_rs_reads(
                         "--uc-url", unity_schema.url)
     delta = DeltaTable(uri, storage_options=delta_storage_options)
     assert result.json["delta_version"] == delta.version()
-    entry = unity_schema.table(table)
-    assert [c["name"] for c in sorted(entry["columns"], key=lambda c: c["position"])] == \
-        [f.name for f in delta.schema().fields]
-    assert [json.loads(c["type_json"])["type"] for c in sorted(entry["columns"], key=lambda c: c["position"])] == \
+    columns = sorted(unity_schema.table(table)["columns"], key=lambda c: c["position"])
+    assert [c["name"] for c in columns] == [f.name for f in delta.schema().fields]
+    assert [json.loads(c["type_json"])["type"] for c in columns] == \
         [json.loads(f.to_json())["type"] for f in delta.schema().fields]
