@@ -14,6 +14,17 @@ pub enum Error {
     )]
     UnsupportedFeature { table: String, feature: String },
 
+    /// The Delta table holds something Iceberg cannot express. Permanent: no version of
+    /// lakemirror can mirror the table as it is; its owner can change it.
+    #[error(
+        "Delta table {table} cannot be mirrored to Iceberg: {reason}. No lakemirror version can mirror it as it is; nothing was written. {remedy}"
+    )]
+    NotMirrorable {
+        table: String,
+        reason: String,
+        remedy: String,
+    },
+
     /// The Delta log is unreadable or contradicts itself. Permanent until the log is repaired.
     #[error("Delta log of {table} is not usable: {reason}")]
     MalformedLog { table: String, reason: String },

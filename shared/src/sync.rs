@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use crate::error::{Error, Result};
 use crate::glue::{GlueCatalog, GlueTable, default_table_name};
-use crate::mirror::{MetadataWriter, SnapshotPlan, plan_commits, plan_full};
+use crate::mirror::{CommittedTable, MetadataWriter, SnapshotPlan, plan_commits, plan_full};
 use crate::storage::{IoCounters, IoTotals, TableStorage};
 use crate::target::{RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties};
 
@@ -52,6 +52,9 @@ pub struct SyncReport {
     /// Iceberg snapshots expired because Delta VACUUM may delete their files.
     pub expired_snapshots: usize,
     pub metadata_location: Option<String>,
+    /// Columns left out of the Iceberg schema because Java Iceberg cannot read them
+    /// (`lakemirror.omitted-columns`).
+    pub omitted_columns: Vec<String>,
     pub attempts: u32,
     pub elapsed_ms: u64,
     pub io: IoTotals,
@@ -154,6 +157,11 @@ pub async fn glue_sync(
             removed_files: 0,
             expired_snapshots: 0,
             metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
+            omitted_columns: read
+                .current
+                .as_ref()
+                .map(CommittedTable::omitted_columns)
+                .unwrap_or_default(),
             attempts: attempt,
             elapsed_ms: 0,
             io: IoTotals::default(),
@@ -183,6 +191,10 @@ pub async fn glue_sync(
             report.delta_version = staged.snapshots.last().map(|s| s.delta_version);
             report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
             report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.omitted_columns = staged.table.omitted_columns();
+            if !report.omitted_columns.is_empty() {
+                tracing::warn!(table = %read.full_name(), columns = ?report.omitted_columns, "columns left out of the Iceberg schema: Java Iceberg cannot read them (see lakemirror.omitted-columns)");
+            }
             report.snapshots = staged.snapshots;
         }
         if defaults.fixed().is_none()

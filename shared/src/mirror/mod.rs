@@ -1,6 +1,7 @@
 //! The Delta -> Iceberg mirror: schema and partition mapping, planning, metadata writing.
 
 pub mod metrics;
+pub mod name_mapping;
 pub mod partition;
 pub mod plan;
 pub mod puffin;

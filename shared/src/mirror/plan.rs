@@ -3,9 +3,12 @@
 
 use std::collections::HashMap;
 
-use iceberg::spec::{FormatVersion, Literal, Operation, PrimitiveType, Schema, Struct, Type};
+use iceberg::spec::{
+    FormatVersion, Literal, NameMapping, Operation, PrimitiveType, Schema, Struct, Type,
+};
 
 use super::metrics::{ColumnMetrics, column_metrics};
+use super::name_mapping::name_mapping;
 use super::partition::partition_literal;
 use super::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
 use crate::delta::actions::{
@@ -35,6 +38,10 @@ pub struct IcebergView {
     pub column_mapped: bool,
     /// Physical names of column-mapped fields by field ID: the keys of `add.stats`.
     pub physical_names: HashMap<i32, String>,
+    /// The table's `schema.name-mapping.default`; it only grows (old files keep resolving).
+    pub name_mapping: Option<NameMapping>,
+    /// Columns left out because Java Iceberg cannot read them (`lakemirror.omitted-columns`).
+    pub omitted_columns: Vec<String>,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -60,8 +67,12 @@ pub struct SnapshotPlan {
     pub operation: Operation,
     /// The schema (and partition columns) when they are new or changed at this version.
     pub schema: Option<Schema>,
-    /// Physical names of column-mapped fields by field ID, for the name mapping of `schema`.
+    /// Physical names of column-mapped fields by field ID, when `schema` is set.
     pub physical_names: HashMap<i32, String>,
+    /// The name mapping, when it changes at this version.
+    pub name_mapping: Option<NameMapping>,
+    /// The columns left out of `schema` for Java's sake, when that list changes.
+    pub omitted_columns: Option<Vec<String>>,
     pub partition_columns: Vec<String>,
     pub added: Vec<PlannedFile>,
     /// Locations of data files that leave the table.
@@ -115,6 +126,8 @@ pub fn plan_full(
         operation,
         schema: (changed || current.is_none()).then_some(schema),
         physical_names: next.physical_names,
+        name_mapping: Some(next.name_mapping),
+        omitted_columns: Some(next.omitted_columns),
         partition_columns: metadata.partition_columns.clone(),
         added,
         removed: Vec::new(),
@@ -169,6 +182,7 @@ pub fn plan_commits(
         )?;
         let mut new_schema = None;
         let mut physical = HashMap::new();
+        let (mut new_mapping, mut new_omitted) = (None, None);
         if let Some(metadata) = &commit.metadata {
             let next = next_schema(table, Some(&view), metadata)?;
             // With column mapping a partition column is its physical name: renaming it
@@ -187,9 +201,17 @@ pub fn plan_commits(
             view.partition_columns = metadata.partition_columns.clone();
             view.partition_keys = next.partition_keys;
             view.physical_names = next.physical_names.clone();
+            if view.name_mapping.as_ref() != Some(&next.name_mapping) {
+                view.name_mapping = Some(next.name_mapping.clone());
+                new_mapping = Some(next.name_mapping);
+            }
+            if view.omitted_columns != next.omitted_columns {
+                view.omitted_columns = next.omitted_columns.clone();
+                new_omitted = Some(next.omitted_columns);
+            }
             let (schema, changed) = (next.schema, next.changed);
+            physical = next.physical_names;
             if changed {
-                physical = next.physical_names;
                 view.last_column_id = view.last_column_id.max(schema.highest_field_id());
                 view.schema = schema.clone();
                 view.next_schema_id += 1;
@@ -228,6 +250,8 @@ pub fn plan_commits(
             operation,
             schema: new_schema,
             physical_names: physical,
+            name_mapping: new_mapping,
+            omitted_columns: new_omitted,
             partition_columns: view.partition_columns.clone(),
             added,
             removed,
@@ -270,7 +294,13 @@ struct NextSchema {
     physical_names: HashMap<i32, String>,
     /// `partitionValues` keys of the partition columns.
     partition_keys: Vec<String>,
+    name_mapping: NameMapping,
+    omitted_columns: Vec<String>,
 }
+
+/// Delta table property: keep the columns Java Iceberg cannot read in the mirror's schema
+/// (for tables read by pyiceberg only). Off by default.
+pub const KEEP_UNREADABLE_PROPERTY: &str = "lakemirror.iceberg.keep-unreadable-columns";
 
 /// The Iceberg schema for `metadata`, and whether it differs from the current one.
 fn next_schema(
@@ -279,9 +309,10 @@ fn next_schema(
     metadata: &Metadata,
 ) -> Result<NextSchema> {
     let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
-    check_type_changes(&fields, "").map_err(|e| Error::UnsupportedFeature {
+    check_type_changes(&fields, "").map_err(|reason| Error::NotMirrorable {
         table: table.to_string(),
-        feature: format!("typeWidening ({e})"),
+        reason,
+        remedy: "The table owner can rewrite the files written before the change and clear it with ALTER TABLE … DROP FEATURE 'typeWidening' ('typeWidening-preview' on tables with the preview feature), or re-create the table with the new type; the next sync then mirrors it".into(),
     })?;
     if let Some(c) = current
         && !c.column_mapped
@@ -292,12 +323,40 @@ fn next_schema(
             "Delta table {table} turned on column mapping after it was mirrored; its field IDs now come from Delta and would clash with the mirror's. Delete the Glue table and sync again to rebuild it"
         )));
     }
-    let (previous, last_id, next_id) = match current {
-        Some(c) => (Some(&c.schema), c.last_column_id, c.next_schema_id),
-        None => (None, 0, 0),
+    let (previous, mapping, last_id, next_id) = match current {
+        Some(c) => (
+            Some(&c.schema),
+            c.name_mapping.as_ref(),
+            c.last_column_id,
+            c.next_schema_id,
+        ),
+        None => (None, None, 0, 0),
     };
-    let schema = iceberg_schema(&fields, previous, last_id, next_id)
+    let converted = iceberg_schema(&fields, previous, mapping, last_id, next_id)
         .map_err(|e| Error::InvalidInput(format!("Delta table {table}: {e}")))?;
+    let keep = match metadata
+        .configuration
+        .get(KEEP_UNREADABLE_PROPERTY)
+        .cloned()
+        .flatten()
+    {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) => {
+            return Err(Error::InvalidInput(format!(
+                "Delta table {table} has {KEEP_UNREADABLE_PROPERTY}={v:?}; allowed: true or false"
+            )));
+        }
+    };
+    let (schema, omitted_columns) = if keep {
+        (converted.schema.clone(), Vec::new())
+    } else {
+        let schema = converted
+            .readable_by_java()
+            .map_err(|e| Error::InvalidInput(format!("Delta table {table}: {e}")))?;
+        (schema, converted.unreadable_paths())
+    };
     for column in &metadata.partition_columns {
         match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
             Some(Type::Primitive(_)) => {}
@@ -323,11 +382,20 @@ fn next_schema(
                 .map_or_else(|| c.clone(), |f| f.physical_name().to_string())
         })
         .collect();
+    let physical_names = physical_names(&fields);
+    let name_mapping = name_mapping(
+        mapping,
+        &converted.schema,
+        &physical_names,
+        &converted.void_ids,
+    );
     Ok(NextSchema {
         schema,
         changed,
-        physical_names: physical_names(&fields),
+        physical_names,
         partition_keys,
+        name_mapping,
+        omitted_columns,
     })
 }
 
@@ -447,6 +515,8 @@ mod tests {
             delta_version: Some(0),
             column_mapped: false,
             physical_names: HashMap::new(),
+            name_mapping: plan.name_mapping,
+            omitted_columns: Vec::new(),
         }
     }
 
@@ -594,6 +664,8 @@ mod tests {
             delta_version: Some(0),
             column_mapped: true,
             physical_names: plan.physical_names,
+            name_mapping: plan.name_mapping,
+            omitted_columns: Vec::new(),
         };
         let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
         let plans =

@@ -1,7 +1,7 @@
 //! Delta schema -> Iceberg schema, keeping field IDs stable across schema changes, and the
 //! name mapping that lets readers find columns in Parquet files written without field IDs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -12,12 +12,15 @@ use iceberg::spec::{
 use crate::delta::schema::{DeltaField, DeltaType};
 
 /// Assigns field IDs: a column-mapped field keeps its `delta.columnMapping.id`; any other
-/// reuses the ID it had in the previous Iceberg schema (same name path, same kind of type)
-/// or gets the next unused ID, so an ID never changes meaning. In a column-mapped schema
-/// the IDs lakemirror assigns (list elements, map keys and values) start at
-/// [`ASSIGNED_ID_BASE`], clear of the IDs Delta hands out to columns added later.
+/// reuses the ID it had in the previous Iceberg schema (same name path, same kind of type),
+/// or, for a list element or map key/value of a column the schema left out, the ID the name
+/// mapping gave it; else it gets the next unused ID, so an ID never changes meaning. In a
+/// column-mapped schema the IDs lakemirror assigns (list elements, map keys and values)
+/// start at [`ASSIGNED_ID_BASE`], clear of the IDs Delta hands out to columns added later.
 struct IdAssigner<'a> {
     previous: Option<&'a Schema>,
+    /// (parent field ID, child name in the mapping) -> ID, from the previous name mapping.
+    mapped_children: HashMap<(i32, String), i32>,
     last_id: i32,
 }
 
@@ -27,10 +30,24 @@ impl IdAssigner<'_> {
             let field = schema.field_by_name(path)?;
             same_kind(&field.field_type, new_type).then_some(field.id)
         });
-        reused.unwrap_or_else(|| {
-            self.last_id += 1;
-            self.last_id
-        })
+        reused.unwrap_or_else(|| self.next())
+    }
+
+    /// The ID of `parent`'s `element`, `key` or `value`.
+    fn child_id(&mut self, parent: i32, name: &str, path: &str, new_type: &Type) -> i32 {
+        let in_schema = self
+            .previous
+            .and_then(|schema| schema.field_by_name(path))
+            .is_some();
+        match self.mapped_children.get(&(parent, name.to_string())) {
+            Some(id) if !in_schema => *id,
+            _ => self.id_for(path, new_type),
+        }
+    }
+
+    fn next(&mut self) -> i32 {
+        self.last_id += 1;
+        self.last_id
     }
 }
 
@@ -44,56 +61,268 @@ fn same_kind(a: &Type, b: &Type) -> bool {
     }
 }
 
+/// A Delta schema as Iceberg sees it.
+#[derive(Debug, Clone)]
+pub struct ConvertedSchema {
+    /// Every Delta column, with its Iceberg field ID.
+    pub schema: Schema,
+    /// Fields of `void` type: no data file holds them, every reader returns null.
+    pub void_ids: HashSet<i32>,
+    /// Columns Java Iceberg cannot read (see [`ConvertedSchema::readable_by_java`]), by
+    /// logical path (`s.l`, `m.value.x`), with their field IDs.
+    pub unreadable: Vec<(String, i32)>,
+}
+
+impl ConvertedSchema {
+    /// The schema without the columns Java Iceberg cannot read.
+    ///
+    /// Spark writes Parquet field IDs for every struct field of a column-mapped table, but
+    /// none for list elements and map keys/values (unless the table has
+    /// `delta.columnMapping.nested.ids`). Java Iceberg (Athena, EMR, Glue ETL, Spark) reads a
+    /// file that has any field IDs by ID only, never through the name mapping, and drops a
+    /// list or map whose element (or key and value) has no ID and holds no field with one:
+    /// reading it then fails (`[col-…, list, element] optional int32 element is not in the
+    /// store`). No metadata can make such a column readable, so it is left out.
+    pub fn readable_by_java(&self) -> Result<Schema, String> {
+        let omitted: HashSet<i32> = self.unreadable.iter().map(|(_, id)| *id).collect();
+        if omitted.is_empty() {
+            return Ok(self.schema.clone());
+        }
+        Schema::builder()
+            .with_schema_id(self.schema.schema_id())
+            .with_fields(without(self.schema.as_struct().fields(), &omitted))
+            .build()
+            .map_err(|e| e.to_string())
+    }
+
+    /// The logical paths of the unreadable columns, in schema order.
+    pub fn unreadable_paths(&self) -> Vec<String> {
+        self.unreadable
+            .iter()
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+}
+
+fn without(fields: &[NestedFieldRef], omitted: &HashSet<i32>) -> Vec<NestedFieldRef> {
+    fields
+        .iter()
+        .filter(|f| !omitted.contains(&f.id))
+        .map(|f| {
+            let field_type = match f.field_type.as_ref() {
+                Type::Struct(s) => Type::Struct(StructType::new(without(s.fields(), omitted))),
+                Type::List(l) => Type::List(ListType::new(Arc::new(NestedField::list_element(
+                    l.element_field.id,
+                    retyped(&l.element_field.field_type, omitted),
+                    false,
+                )))),
+                Type::Map(m) => Type::Map(MapType::new(
+                    m.key_field.clone(),
+                    Arc::new(NestedField::map_value_element(
+                        m.value_field.id,
+                        retyped(&m.value_field.field_type, omitted),
+                        false,
+                    )),
+                )),
+                Type::Primitive(_) => return f.clone(),
+            };
+            Arc::new(NestedField::optional(f.id, &f.name, field_type))
+        })
+        .collect()
+}
+
+fn retyped(t: &Type, omitted: &HashSet<i32>) -> Type {
+    let probe = Arc::new(NestedField::optional(0, "_", t.clone()));
+    without(&[probe], omitted)
+        .pop()
+        .map_or_else(|| t.clone(), |f| f.field_type.as_ref().clone())
+}
+
 /// Converts a Delta schema to an Iceberg schema with ID `schema_id`.
 ///
-/// `previous` is the table's current Iceberg schema (None for a new table) and
-/// `last_column_id` the table's highest assigned field ID.
+/// `previous` is the table's current Iceberg schema (None for a new table), `mapping` its
+/// name mapping, and `last_column_id` the table's highest assigned field ID.
 pub fn iceberg_schema(
     fields: &[DeltaField],
     previous: Option<&Schema>,
+    mapping: Option<&NameMapping>,
     last_column_id: i32,
     schema_id: i32,
-) -> Result<Schema, String> {
+) -> Result<ConvertedSchema, String> {
     let column_mapped = max_column_mapping_id(fields) > 0;
     let floor = if column_mapped { ASSIGNED_ID_BASE } else { 0 };
-    let mut ids = IdAssigner {
-        previous,
-        last_id: last_column_id.max(floor),
+    let mut mapped_children = HashMap::new();
+    if let Some(mapping) = mapping {
+        index_children(mapping.fields(), &mut mapped_children);
+    }
+    // IDs the mapping gave columns the schema leaves out are taken too.
+    let mapped_max = mapped_children
+        .values()
+        .copied()
+        .filter(|id| *id < FIRST_RESERVED_ID)
+        .max()
+        .unwrap_or(0);
+    let mut walk = Walk {
+        ids: IdAssigner {
+            previous,
+            mapped_children,
+            last_id: last_column_id.max(floor).max(mapped_max),
+        },
+        column_mapped,
+        void_ids: HashSet::new(),
+        unreadable: Vec::new(),
     };
-    let fields = struct_fields(fields, "", &mut ids)?;
-    Schema::builder()
+    let (fields, _) = walk.struct_fields(fields, "")?;
+    let schema = Schema::builder()
         .with_schema_id(schema_id)
         .with_fields(fields)
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(ConvertedSchema {
+        schema,
+        void_ids: walk.void_ids,
+        unreadable: walk.unreadable,
+    })
 }
 
-fn struct_fields(
-    fields: &[DeltaField],
-    prefix: &str,
-    ids: &mut IdAssigner,
-) -> Result<Vec<NestedFieldRef>, String> {
-    fields
-        .iter()
-        .map(|f| {
+fn index_children(
+    fields: &[impl std::borrow::Borrow<MappedField>],
+    out: &mut HashMap<(i32, String), i32>,
+) {
+    for field in fields {
+        let field = field.borrow();
+        if let Some(parent) = field.field_id() {
+            for child in field.fields() {
+                if let Some(id) = child.field_id() {
+                    for name in child.names() {
+                        out.insert((parent, name.clone()), id);
+                    }
+                }
+            }
+        }
+        index_children(field.fields(), out);
+    }
+}
+
+/// One pass over a Delta schema: IDs, types, and what Java Iceberg can read.
+struct Walk<'a> {
+    ids: IdAssigner<'a>,
+    column_mapped: bool,
+    void_ids: HashSet<i32>,
+    unreadable: Vec<(String, i32)>,
+}
+
+impl Walk<'_> {
+    /// The fields of a struct, and whether any of them Java can read: a struct field
+    /// carries a Parquet field ID, so a struct with a readable field holds an ID.
+    fn struct_fields(
+        &mut self,
+        fields: &[DeltaField],
+        prefix: &str,
+    ) -> Result<(Vec<NestedFieldRef>, bool), String> {
+        let mut out = Vec::with_capacity(fields.len());
+        let mut any_readable = false;
+        for f in fields {
             let path = format!("{prefix}{}", f.name);
             // Shape first (to compare kinds), then IDs of children, then this field's ID.
             let shape = shape(&f.data_type, &path)?;
             let id = match f.column_mapping_id {
                 Some(id) => id,
-                None => ids.id_for(&path, &shape),
+                None => self.ids.id_for(&path, &shape),
             };
             let nested = NestedIds {
                 ids: &f.nested_ids,
                 path: f.physical_name().to_string(),
             };
-            let field_type = typed(&f.data_type, &path, ids, &nested)?;
+            let omitted_before = self.unreadable.len();
+            let (field_type, holds_ids) = self.typed(&f.data_type, id, &path, &nested)?;
+            if f.data_type == DeltaType::Primitive("void".into()) {
+                self.void_ids.insert(id);
+            }
+            let readable = match &f.data_type {
+                DeltaType::Primitive(_) => true,
+                DeltaType::Struct(children) => children.is_empty() || holds_ids,
+                DeltaType::Array { .. } | DeltaType::Map { .. } => holds_ids,
+            };
+            if readable || !self.column_mapped {
+                any_readable = true;
+            } else {
+                // The whole field goes, not its parts one by one.
+                self.unreadable.truncate(omitted_before);
+                self.unreadable.push((path.clone(), id));
+            }
             // Every column is optional: Delta allows files written before a column existed,
             // and readers must return null for them rather than fail.
-            Ok(Arc::new(NestedField::optional(id, &f.name, field_type)))
+            out.push(Arc::new(NestedField::optional(id, &f.name, field_type)));
+        }
+        Ok((out, any_readable))
+    }
+
+    /// The Iceberg type of `t` (the type of field `id`), and whether Java finds a Parquet
+    /// field ID inside it: Spark writes IDs for struct fields, and for list elements and map
+    /// keys/values only with `delta.columnMapping.nested.ids`.
+    fn typed(
+        &mut self,
+        t: &DeltaType,
+        id: i32,
+        path: &str,
+        nested: &NestedIds,
+    ) -> Result<(Type, bool), String> {
+        Ok(match t {
+            DeltaType::Primitive(name) => (Type::Primitive(primitive(name, path)?), false),
+            DeltaType::Struct(fields) => {
+                let (fields, any) = self.struct_fields(fields, &format!("{path}."))?;
+                (Type::Struct(StructType::new(fields)), any)
+            }
+            DeltaType::Array { element, .. } => {
+                let (field, holds) = self.child(element, id, "element", path, nested)?;
+                (Type::List(ListType::new(field)), holds)
+            }
+            DeltaType::Map { key, value, .. } => {
+                // Java keeps a map whose key has an ID or whose value holds one; a key's own
+                // fields do not count (Iceberg's Parquet PruneColumns.map).
+                let (key_field, _) = self.child(key, id, "key", path, nested)?;
+                let key_has_id = nested.ids.contains_key(&nested.child("key").path);
+                let (value_field, value_holds) = self.child(value, id, "value", path, nested)?;
+                (
+                    Type::Map(MapType::new(key_field, value_field)),
+                    key_has_id || value_holds,
+                )
+            }
         })
-        .collect()
+    }
+
+    /// A list element or map key/value: its field, and whether it has or holds an ID.
+    fn child(
+        &mut self,
+        t: &DeltaType,
+        parent: i32,
+        name: &str,
+        path: &str,
+        nested: &NestedIds,
+    ) -> Result<(NestedFieldRef, bool), String> {
+        let child_path = format!("{path}.{name}");
+        let inner = nested.child(name);
+        let own_id = inner.ids.get(&inner.path).copied();
+        let id = match own_id {
+            Some(id) => id,
+            None => {
+                let shape = shape(t, &child_path)?;
+                self.ids.child_id(parent, name, &child_path, &shape)
+            }
+        };
+        let (field_type, holds) = self.typed(t, id, &child_path, &inner)?;
+        let field = match name {
+            "element" => NestedField::list_element(id, field_type, false),
+            "key" => NestedField::map_key_element(id, field_type),
+            _ => NestedField::map_value_element(id, field_type, false),
+        };
+        Ok((Arc::new(field), own_id.is_some() || holds))
+    }
 }
+
+/// Iceberg reserves the IDs from here up for metadata columns (`_file`, `_pos`, ...).
+const FIRST_RESERVED_ID: i32 = i32::MAX - 200;
 
 /// First ID lakemirror assigns in a column-mapped schema (Delta's own IDs count up from 1).
 pub const ASSIGNED_ID_BASE: i32 = 1_000_000_000;
@@ -180,60 +409,6 @@ impl<'a> NestedIds<'a> {
             path: format!("{}.{name}", self.path),
         }
     }
-
-    /// Delta's ID for this element, else one from the assigner.
-    fn id(&self, ids: &mut IdAssigner, path: &str, shape: &Type) -> i32 {
-        match self.ids.get(&self.path) {
-            Some(id) => *id,
-            None => ids.id_for(path, shape),
-        }
-    }
-}
-
-fn typed(
-    t: &DeltaType,
-    path: &str,
-    ids: &mut IdAssigner,
-    nested: &NestedIds,
-) -> Result<Type, String> {
-    Ok(match t {
-        DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
-        DeltaType::Struct(fields) => Type::Struct(StructType::new(struct_fields(
-            fields,
-            &format!("{path}."),
-            ids,
-        )?)),
-        DeltaType::Array {
-            element,
-            contains_null: _,
-        } => {
-            let element_path = format!("{path}.element");
-            let inner = nested.child("element");
-            let id = inner.id(ids, &element_path, &shape(element, &element_path)?);
-            let element_type = typed(element, &element_path, ids, &inner)?;
-            Type::List(ListType::new(Arc::new(NestedField::list_element(
-                id,
-                element_type,
-                false,
-            ))))
-        }
-        DeltaType::Map {
-            key,
-            value,
-            value_contains_null: _,
-        } => {
-            let (key_path, value_path) = (format!("{path}.key"), format!("{path}.value"));
-            let (key_ids, value_ids) = (nested.child("key"), nested.child("value"));
-            let key_id = key_ids.id(ids, &key_path, &shape(key, &key_path)?);
-            let key_type = typed(key, &key_path, ids, &key_ids)?;
-            let value_id = value_ids.id(ids, &value_path, &shape(value, &value_path)?);
-            let value_type = typed(value, &value_path, ids, &value_ids)?;
-            Type::Map(MapType::new(
-                Arc::new(NestedField::map_key_element(key_id, key_type)),
-                Arc::new(NestedField::map_value_element(value_id, value_type, false)),
-            ))
-        }
-    })
 }
 
 /// Maps a Delta primitive type name to Iceberg.
@@ -249,6 +424,10 @@ pub fn primitive(name: &str, path: &str) -> Result<PrimitiveType, String> {
         "date" => PrimitiveType::Date,
         "timestamp" => PrimitiveType::Timestamptz,
         "timestamp_ntz" => PrimitiveType::Timestamp,
+        // Delta's `void` (a column of nulls) has no data in any file. Iceberg v2 has no type
+        // for it; any type reads as null when no file holds the column, and the name mapping
+        // leaves it out so that no file column is ever matched to it.
+        "void" => PrimitiveType::String,
         other => {
             let (precision, scale) = decimal_precision_scale(other).ok_or_else(|| {
                 format!("column {path} has Delta type {other}, which Iceberg cannot express")
@@ -284,10 +463,12 @@ pub fn check_type_changes(fields: &[DeltaField], prefix: &str) -> Result<(), Str
     for f in fields {
         let path = format!("{prefix}{}", f.name);
         for (from, to) in &f.type_changes {
-            let legal = match (primitive(from, &path), primitive(to, &path)) {
-                (Ok(a), Ok(b)) => promotes(&a, &b),
-                _ => false,
-            };
+            // A void column has no data in any file: any type change of it is free.
+            let legal = from == "void"
+                || match (primitive(from, &path), primitive(to, &path)) {
+                    (Ok(a), Ok(b)) => promotes(&a, &b),
+                    _ => false,
+                };
             if !legal {
                 return Err(format!(
                     "column {path} was widened from {from} to {to}, which Iceberg cannot express (it allows int to long, float to double, and decimal precision with the same scale)"
@@ -315,56 +496,6 @@ pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
     let inner = name.strip_prefix("decimal(")?.strip_suffix(')')?;
     let (p, s) = inner.split_once(',')?;
     Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
-}
-
-/// Iceberg's reserved field ID of the `_change_type` metadata column.
-const CHANGE_TYPE_FIELD_ID: i32 = i32::MAX - 104;
-
-/// The name mapping (`schema.name-mapping.default`) of an Iceberg schema whose Parquet
-/// files carry no (or not all) field IDs: every field is found by its name, and a
-/// column-mapped field also by its physical name (`physical`, by field ID), which is what
-/// Parquet files of column-mapped tables use.
-///
-/// Delta writers with Change Data Feed may leave a `_change_type` column in data files
-/// that the table schema does not have. Readers that map every file column (pyiceberg)
-/// fail on an unmapped one, so it is mapped to Iceberg's reserved `_change_type` ID, which
-/// no table column uses and no scan projects.
-pub fn name_mapping(schema: &Schema, physical: &HashMap<i32, String>) -> NameMapping {
-    let mut fields: Vec<MappedField> = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| mapped(f, &f.name, physical))
-        .collect();
-    if schema.field_by_name("_change_type").is_none() {
-        fields.push(MappedField::new(
-            Some(CHANGE_TYPE_FIELD_ID),
-            vec!["_change_type".into()],
-            vec![],
-        ));
-    }
-    NameMapping::new(fields)
-}
-
-fn mapped(field: &NestedField, name: &str, physical: &HashMap<i32, String>) -> MappedField {
-    let children = match field.field_type.as_ref() {
-        Type::Primitive(_) => vec![],
-        Type::Struct(s) => s
-            .fields()
-            .iter()
-            .map(|f| mapped(f, &f.name, physical))
-            .collect(),
-        Type::List(l) => vec![mapped(&l.element_field, "element", physical)],
-        Type::Map(m) => vec![
-            mapped(&m.key_field, "key", physical),
-            mapped(&m.value_field, "value", physical),
-        ],
-    };
-    let mut names = vec![name.to_string()];
-    if let Some(p) = physical.get(&field.id).filter(|p| *p != name) {
-        names.push(p.clone());
-    }
-    MappedField::new(Some(field.id), names, children)
 }
 
 #[cfg(test)]
@@ -414,17 +545,21 @@ mod tests {
         let old = iceberg_schema(
             &delta(r#"{"name":"c","type":"integer","nullable":true,"metadata":{}}"#),
             None,
+            None,
             0,
             0,
         )
-        .unwrap();
+        .unwrap()
+        .schema;
         let new = iceberg_schema(
             &widened("integer", "long"),
             Some(&old),
+            None,
             old.highest_field_id(),
             1,
         )
-        .unwrap();
+        .unwrap()
+        .schema;
         assert_eq!(new.field_id_by_name("c"), old.field_id_by_name("c"));
     }
 
@@ -439,7 +574,7 @@ mod tests {
                    "metadata":{"delta.columnMapping.id":8,"delta.columnMapping.physicalName":"col-l","delta.columnMapping.nested.ids":{"col-l.element":9}}}]},"nullable":true,
                 "metadata":{"delta.columnMapping.id":7,"delta.columnMapping.physicalName":"col-s"}}"#,
         );
-        let s = iceberg_schema(&fields, None, 0, 0).unwrap();
+        let s = iceberg_schema(&fields, None, None, 0, 0).unwrap().schema;
         assert_eq!(s.field_id_by_name("m.key"), Some(4));
         assert_eq!(s.field_id_by_name("m.value"), Some(5));
         assert_eq!(s.field_id_by_name("m.value.element"), Some(6));
@@ -458,7 +593,7 @@ mod tests {
             r#"{"name":"a","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":5,"delta.columnMapping.physicalName":"col-a"}},
             {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}}"#,
         );
-        let s = iceberg_schema(&fields, None, 0, 0).unwrap();
+        let s = iceberg_schema(&fields, None, None, 0, 0).unwrap().schema;
         assert_eq!(s.field_id_by_name("a"), Some(5));
         assert_eq!(s.field_id_by_name("l"), Some(9));
         // the list element has no Delta ID: it gets one clear of every ID Delta may hand out
@@ -469,21 +604,18 @@ mod tests {
             {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}},
             {"name":"n","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":10,"delta.columnMapping.physicalName":"col-n"}}"#,
         );
-        let s2 = iceberg_schema(&later, Some(&s), s.highest_field_id(), 1).unwrap();
+        let s2 = iceberg_schema(&later, Some(&s), None, s.highest_field_id(), 1)
+            .unwrap()
+            .schema;
         assert_eq!(s2.field_id_by_name("n"), Some(10));
         assert_eq!(s2.field_id_by_name("l.element"), Some(ASSIGNED_ID_BASE + 1));
-        let mapping = serde_json::to_value(name_mapping(&s, &physical_names(&fields))).unwrap();
-        assert_eq!(mapping[0]["names"], serde_json::json!(["a", "col-a"]));
-        assert_eq!(mapping[1]["names"], serde_json::json!(["l", "col-l"]));
-        assert_eq!(
-            mapping[1]["fields"][0]["names"],
-            serde_json::json!(["element"])
-        );
     }
 
     #[test]
     fn new_table_gets_sequential_ids_and_all_types_map() {
-        let s = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let s = iceberg_schema(&delta(BASE), None, None, 0, 0)
+            .unwrap()
+            .schema;
         assert_eq!(s.field_id_by_name("id"), Some(1));
         assert_eq!(s.field_id_by_name("m"), Some(2));
         assert_eq!(s.field_id_by_name("m.key"), Some(3));
@@ -507,10 +639,14 @@ mod tests {
 
     #[test]
     fn added_column_keeps_existing_ids_and_takes_a_new_one() {
-        let first = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let first = iceberg_schema(&delta(BASE), None, None, 0, 0)
+            .unwrap()
+            .schema;
         let grown =
             format!(r#"{{"name":"x","type":"string","nullable":true,"metadata":{{}}}}, {BASE}"#);
-        let second = iceberg_schema(&delta(&grown), Some(&first), 4, 1).unwrap();
+        let second = iceberg_schema(&delta(&grown), Some(&first), None, 4, 1)
+            .unwrap()
+            .schema;
         assert_eq!(second.field_id_by_name("id"), Some(1));
         assert_eq!(second.field_id_by_name("m.value"), Some(4));
         assert_eq!(second.field_id_by_name("x"), Some(5));
@@ -519,26 +655,127 @@ mod tests {
 
     #[test]
     fn a_column_whose_type_changed_never_reuses_the_id() {
-        let first = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
+        let first = iceberg_schema(&delta(BASE), None, None, 0, 0)
+            .unwrap()
+            .schema;
         let changed = r#"{"name":"id","type":"string","nullable":true,"metadata":{}}"#;
-        let second = iceberg_schema(&delta(changed), Some(&first), 4, 1).unwrap();
+        let second = iceberg_schema(&delta(changed), Some(&first), None, 4, 1)
+            .unwrap()
+            .schema;
         assert_eq!(second.field_id_by_name("id"), Some(5));
     }
 
+    /// A column-mapped field as Spark writes it, with its ID and physical name.
+    fn cm(id: i32, name: &str, t: &str) -> String {
+        format!(
+            r#"{{"name":"{name}","type":{t},"nullable":true,"metadata":{{"delta.columnMapping.id":{id},"delta.columnMapping.physicalName":"col-{id}"}}}}"#
+        )
+    }
+
     #[test]
-    fn name_mapping_covers_nested_fields() {
-        let s = iceberg_schema(&delta(BASE), None, 0, 0).unwrap();
-        let json = serde_json::to_value(name_mapping(&s, &HashMap::new())).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!([
-                {"field-id": 1, "names": ["id"]},
-                {"field-id": 2, "names": ["m"], "fields": [
-                    {"field-id": 3, "names": ["key"]},
-                    {"field-id": 4, "names": ["value"]}
-                ]},
-                {"field-id": 2147483543, "names": ["_change_type"]}
-            ])
+    fn lists_and_maps_java_cannot_read_in_spark_files_are_named_and_left_out() {
+        let array =
+            |e: &str| format!(r#"{{"type":"array","elementType":{e},"containsNull":true}}"#);
+        let map = |k: &str, v: &str| {
+            format!(r#"{{"type":"map","keyType":{k},"valueType":{v},"valueContainsNull":true}}"#)
+        };
+        let strukt =
+            |fields: &[String]| format!(r#"{{"type":"struct","fields":[{}]}}"#, fields.join(","));
+        let fields = delta(
+            &[
+                cm(1, "id", r#""long""#),
+                cm(2, "ints", &array(r#""integer""#)),
+                // Java reads these: the element / value is a struct whose fields carry IDs.
+                cm(3, "structs", &array(&strukt(&[cm(4, "a", r#""integer""#)]))),
+                cm(
+                    5,
+                    "by_key",
+                    &map(r#""string""#, &strukt(&[cm(6, "a", r#""integer""#)])),
+                ),
+                cm(7, "counts", &map(r#""string""#, r#""long""#)),
+                // a struct keeps its readable fields; one left with none goes whole
+                cm(
+                    8,
+                    "s",
+                    &strukt(&[cm(9, "a", r#""integer""#), cm(10, "l", &array(r#""long""#))]),
+                ),
+                cm(
+                    11,
+                    "only_lists",
+                    &strukt(&[cm(12, "l", &array(r#""long""#))]),
+                ),
+                cm(
+                    13,
+                    "deep",
+                    &array(&strukt(&[cm(
+                        14,
+                        "m",
+                        &map(r#""string""#, &array(r#""long""#)),
+                    )])),
+                ),
+                cm(15, "nothing", r#""void""#),
+            ]
+            .join(","),
         );
+        let converted = iceberg_schema(&fields, None, None, 0, 0).unwrap();
+        assert_eq!(
+            converted.unreadable_paths(),
+            vec!["ints", "counts", "s.l", "only_lists", "deep"],
+            "deep: its element struct keeps no readable field, so the list holds no ID"
+        );
+        assert_eq!(converted.void_ids, HashSet::from([15]));
+        let readable = converted.readable_by_java().unwrap();
+        for gone in ["ints", "counts", "s.l", "only_lists", "deep"] {
+            assert!(readable.field_by_name(gone).is_none(), "{gone}");
+        }
+        for kept in [
+            "id",
+            "structs.element.a",
+            "by_key.value.a",
+            "s.a",
+            "nothing",
+        ] {
+            assert!(readable.field_by_name(kept).is_some(), "{kept}");
+        }
+        // IDs stay the table's: the full schema still has every column
+        assert_eq!(converted.schema.field_id_by_name("ints"), Some(2));
+        // With nested IDs (IcebergCompat) every list and map is readable.
+        let with_ids = delta(
+            r#"{"name":"ints","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,
+                "metadata":{"delta.columnMapping.id":2,"delta.columnMapping.physicalName":"col-2","delta.columnMapping.nested.ids":{"col-2.element":3}}}"#,
+        );
+        let converted = iceberg_schema(&with_ids, None, None, 0, 0).unwrap();
+        assert!(converted.unreadable.is_empty());
+        // Without column mapping files carry no IDs at all and readers use the name mapping.
+        let plain = iceberg_schema(&delta(BASE), None, None, 0, 0).unwrap();
+        assert!(plain.unreadable.is_empty());
+    }
+
+    #[test]
+    fn a_left_out_list_keeps_its_element_id_from_the_name_mapping() {
+        let fields = delta(&cm(
+            2,
+            "ints",
+            r#"{"type":"array","elementType":"integer","containsNull":true}"#,
+        ));
+        let first = iceberg_schema(&fields, None, None, 0, 0).unwrap();
+        let element = first.schema.field_id_by_name("ints.element").unwrap();
+        let table = first.readable_by_java().unwrap();
+        let mapping = crate::mirror::name_mapping::name_mapping(
+            None,
+            &first.schema,
+            &physical_names(&fields),
+            &HashSet::new(),
+        );
+        let again = iceberg_schema(&fields, Some(&table), Some(&mapping), element, 1).unwrap();
+        assert_eq!(again.schema.field_id_by_name("ints.element"), Some(element));
+    }
+
+    #[test]
+    fn a_void_column_may_become_any_type() {
+        let fields = delta(
+            r#"{"name":"c","type":"double","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"void","toType":"double"}]}}"#,
+        );
+        assert!(check_type_changes(&fields, "").is_ok());
     }
 }

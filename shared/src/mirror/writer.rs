@@ -20,9 +20,9 @@ use iceberg::spec::{
 use roaring::RoaringTreemap;
 
 use super::metrics::set_metrics_modes;
+use super::name_mapping::name_mapping;
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
 use super::puffin::deletion_vector_file;
-use super::schema::name_mapping;
 use crate::delta::deletion_vector::{DeletionVector, read_positions};
 use crate::error::{Error, Result};
 use crate::storage::TableStorage;
@@ -38,6 +38,11 @@ pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
 pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
 /// Table property, set when the schema's IDs are Delta's column-mapping IDs.
 pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
+/// Table property: the physical name of each column-mapped field, by field ID (JSON).
+pub const PHYSICAL_NAMES_PROPERTY: &str = "lakemirror.delta.physical-names";
+/// Table property: the columns left out of the schema because Java Iceberg cannot read them
+/// (a JSON list of logical paths), absent when none are.
+pub const OMITTED_COLUMNS_PROPERTY: &str = "lakemirror.omitted-columns";
 /// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
 pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
 /// Snapshots expire this long before VACUUM may delete the files they still reference.
@@ -74,31 +79,41 @@ impl CommittedTable {
                     })
             })
             .collect::<Result<_>>()?;
-        // partitionValues keys: the last name the name mapping gives a column is its
-        // physical name when column mapping is on.
         let mapping: Option<iceberg::spec::NameMapping> = m
             .properties()
             .get(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
             .and_then(|json| serde_json::from_str(json).ok());
-        let partition_keys = partition_columns
+        let physical_names = match m.properties().get(PHYSICAL_NAMES_PROPERTY) {
+            Some(json) => serde_json::from_str::<HashMap<i32, String>>(json).map_err(|e| {
+                Error::CatalogState(format!(
+                    "the mirror's {PHYSICAL_NAMES_PROPERTY} property is not a JSON object of field IDs to names ({e}); delete the Glue table and sync again to rebuild it"
+                ))
+            })?,
+            // Mirrors written before the property: the last name the name mapping gives a
+            // column-mapped field is its physical name.
+            None => {
+                let mut names = HashMap::new();
+                if let Some(mapping) = &mapping
+                    && m.properties().contains_key(COLUMN_MAPPED_PROPERTY)
+                {
+                    collect_physical_names(mapping.fields(), &mut names);
+                }
+                names
+            }
+        };
+        // partitionValues keys: with column mapping, the physical names.
+        let partition_keys = spec
+            .fields()
             .iter()
-            .map(|column: &String| {
-                mapping
-                    .as_ref()
-                    .and_then(|mapping| {
-                        mapping
-                            .fields()
-                            .iter()
-                            .find(|f| f.names().first() == Some(column))
-                            .and_then(|f| f.names().last().cloned())
-                    })
+            .zip(&partition_columns)
+            .map(|(f, column)| {
+                physical_names
+                    .get(&f.source_id)
+                    .cloned()
                     .unwrap_or_else(|| column.clone())
             })
             .collect();
-        let mut physical_names = HashMap::new();
-        if let Some(mapping) = &mapping {
-            collect_physical_names(mapping.fields(), &mut physical_names);
-        }
+        let omitted_columns = self.omitted_columns();
         Ok(IcebergView {
             physical_names,
             schema: schema.as_ref().clone(),
@@ -108,7 +123,18 @@ impl CommittedTable {
             partition_keys,
             delta_version: self.delta_version(),
             column_mapped: m.properties().contains_key(COLUMN_MAPPED_PROPERTY),
+            name_mapping: mapping,
+            omitted_columns,
         })
+    }
+
+    /// The columns left out because Java Iceberg cannot read them.
+    pub fn omitted_columns(&self) -> Vec<String> {
+        self.metadata
+            .properties()
+            .get(OMITTED_COLUMNS_PROPERTY)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
     }
 
     /// The Delta version of the current snapshot.
@@ -123,8 +149,8 @@ impl CommittedTable {
     }
 }
 
-/// Field ID -> the last name the name mapping gives it (the physical name, with column
-/// mapping; else the name itself).
+/// Field ID -> the last name the name mapping gives it: the physical name, in the mappings
+/// of column-mapped tables that lakemirror wrote before [`PHYSICAL_NAMES_PROPERTY`].
 fn collect_physical_names(
     fields: &[impl std::borrow::Borrow<iceberg::spec::MappedField>],
     out: &mut HashMap<i32, String>,
@@ -576,6 +602,8 @@ struct TableState {
     /// Always Some between calls; taken while a builder method consumes it.
     builder: Option<TableMetadataBuilder>,
     schema: SchemaRef,
+    /// Every schema the metadata holds, to find the ID the builder gives a new one.
+    schemas: Vec<SchemaRef>,
     spec: PartitionSpecRef,
     properties: HashMap<String, String>,
     /// The property keys the table had when loaded.
@@ -619,14 +647,8 @@ impl TableState {
                 "write.metadata.path".to_string(),
                 writer.metadata_store.location("metadata"),
             ),
-            (
-                iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
-                serde_json::to_string(&name_mapping(&schema, &first.physical_names))?,
-            ),
         ]);
-        if !first.physical_names.is_empty() {
-            properties.insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
-        }
+        set_definition_properties(&mut properties, first)?;
         set_metrics_modes(&schema, &mut properties);
         // The metadata is assembled, not built: TableMetadataBuilder::new would assign fresh
         // field IDs, and a column-mapped table's IDs must stay Delta's.
@@ -661,6 +683,7 @@ impl TableState {
             format_version,
             next_row_id: 0,
             schema: created.current_schema().clone(),
+            schemas: created.schemas_iter().cloned().collect(),
             spec: created.default_partition_spec().clone(),
             properties,
             last_sequence_number: 0,
@@ -728,6 +751,7 @@ impl TableState {
                 Some(table.metadata_location.clone()),
             )),
             schema: m.current_schema().clone(),
+            schemas: m.schemas_iter().cloned().collect(),
             spec: m.default_partition_spec().clone(),
             properties: m.properties().clone(),
             loaded_properties: m.properties().keys().cloned().collect(),
@@ -809,18 +833,40 @@ impl TableState {
             self.properties
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
+        set_definition_properties(&mut self.properties, &mut plan)?;
         if let Some(schema) = plan.schema.take() {
-            if !plan.physical_names.is_empty() {
-                self.properties
-                    .insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
-            }
-            self.properties.insert(
-                iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
-                serde_json::to_string(&name_mapping(&schema, &plan.physical_names))?,
-            );
+            // The builder gives a schema equal to an earlier one that one's ID (a column
+            // added and dropped again): snapshots and manifests must name the same ID.
+            let schema_id = self
+                .schemas
+                .iter()
+                .find(|known| {
+                    known.as_struct() == schema.as_struct()
+                        && known
+                            .identifier_field_ids()
+                            .eq(schema.identifier_field_ids())
+                })
+                .map_or_else(
+                    || {
+                        self.schemas
+                            .iter()
+                            .map(|s| s.schema_id())
+                            .max()
+                            .unwrap_or(-1)
+                            + 1
+                    },
+                    |known| known.schema_id(),
+                );
+            let schema = Arc::new(schema.into_builder().with_schema_id(schema_id).build()?);
             set_metrics_modes(&schema, &mut self.properties);
-            self.builder = Some(self.take_builder()?.add_current_schema(schema.clone())?);
-            self.schema = Arc::new(schema);
+            self.builder = Some(
+                self.take_builder()?
+                    .add_current_schema(schema.as_ref().clone())?,
+            );
+            if !self.schemas.iter().any(|s| s.schema_id() == schema_id) {
+                self.schemas.push(schema.clone());
+            }
+            self.schema = schema;
         }
         let snapshot_id = new_snapshot_id();
         let sequence_number = self.last_sequence_number + 1;
@@ -1164,9 +1210,10 @@ impl TableState {
             .properties
             .contains_key(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
         {
+            let mapping = name_mapping(None, &self.schema, &HashMap::new(), &HashSet::new());
             self.properties.insert(
                 iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
-                serde_json::to_string(&name_mapping(&self.schema, &HashMap::new()))?,
+                serde_json::to_string(&mapping)?,
             );
         }
         let retention = self
@@ -1218,6 +1265,42 @@ impl TableState {
             expired_files,
         ))
     }
+}
+
+/// The table properties that describe how data files name columns, from a plan that
+/// changes them: the name mapping, the physical names of column-mapped fields, and the
+/// columns left out for Java's sake.
+fn set_definition_properties(
+    properties: &mut HashMap<String, String>,
+    plan: &mut SnapshotPlan,
+) -> Result<()> {
+    if let Some(mapping) = plan.name_mapping.take() {
+        properties.insert(
+            iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
+            serde_json::to_string(&mapping)?,
+        );
+    }
+    if !plan.physical_names.is_empty() {
+        let sorted: BTreeMap<&i32, &String> = plan.physical_names.iter().collect();
+        properties.insert(COLUMN_MAPPED_PROPERTY.to_string(), "true".to_string());
+        properties.insert(
+            PHYSICAL_NAMES_PROPERTY.to_string(),
+            serde_json::to_string(&sorted)?,
+        );
+    }
+    match plan.omitted_columns.take() {
+        Some(omitted) if omitted.is_empty() => {
+            properties.remove(OMITTED_COLUMNS_PROPERTY);
+        }
+        Some(omitted) => {
+            properties.insert(
+                OMITTED_COLUMNS_PROPERTY.to_string(),
+                serde_json::to_string(&omitted)?,
+            );
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 /// Whether `main` is the table's only branch or tag (TableMetadata has no refs iterator).
