@@ -175,6 +175,19 @@ def put_future_protocol_table(bucket: str, prefix: str, versions: int = 1) -> li
 
 
 @pytest.fixture(scope="session")
+def java_iceberg(tmp_path_factory):
+    """Java Iceberg 1.10.2 as a judge, one Spark for the session (tests/rig/java_iceberg.py)."""
+    from rig import java_iceberg
+
+    try:
+        reader = java_iceberg.JavaIceberg(tmp_path_factory.mktemp("java-iceberg") / "spark.log")
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        pytest.fail(f"cannot start Java Iceberg: {e}", pytrace=False)
+    yield reader
+    reader.close()
+
+
+@pytest.fixture(scope="session")
 def postgres_server():
     """A throwaway PostgreSQL cluster for the session (tests/rig/postgres.py)."""
     from rig import postgres

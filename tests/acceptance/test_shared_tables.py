@@ -1,11 +1,14 @@
-"""Every real Delta table in ../shared/delta-tables, copied to moto S3 and mirrored.
+"""Every real Delta table in ../shared/delta-tables, mirrored and judged by independent readers.
 
-Tables using features the core does not mirror yet are refused with an error naming the
-feature, and nothing is created in Glue.
+At the latest version a copy on moto S3 is mirrored (pyiceberg and DuckDB judge it); at every
+version a local copy is mirrored, so that Java Iceberg (which reads only local files here)
+judges it too, beside pyiceberg and DuckDB. A table Iceberg cannot express is refused with an
+error that says why and what its owner can do, and nothing is created in Glue.
 """
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -17,8 +20,15 @@ from conftest import REPO
 from rig import judge
 
 REFUSED = {
-    "type-widening": "typeWidening",
+    "type-widening": "column byte_double was widened from byte to double",
 }
+# Spark's column-mapped files carry no field IDs for list elements and map keys/values, and
+# Java Iceberg cannot read such lists and maps (see README, "Which engines read a mirror"):
+# the mirror leaves them out and names them. Lists and maps of structs stay (Java finds the
+# struct fields' IDs), and so does the rest of a struct whose list went.
+CM_OMITTED = ["array_of_prims", "array_of_arrays", "array_of_map_of_arrays",
+              "struct_of_arrays_maps_of_structs.aa", "map_of_prims", "map_of_arrays", "map_of_maps"]
+OMITTED = {"table-with-columnmapping-mode-id": CM_OMITTED, "table-with-columnmapping-mode-name": CM_OMITTED}
 # Versions no reader can read: their data files were vacuumed.
 UNREADABLE = {"snapshot-vacuumed": {0, 1, 2, 3, 4}}
 
@@ -50,23 +60,28 @@ def test_shared_table_is_mirrored_at_its_latest_version(name, delta_tables_dir, 
     assert len(rows) == expected[name]["num_rows"]
 
 
-@pytest.mark.parametrize("name", [n for n in shared_tables() if n not in REFUSED and n != "dbr_8_1_generated_columns"])
-def test_shared_table_synced_one_version_at_a_time_matches_every_version(name, delta_tables_dir, expected, bucket, glue_database, upload_dir, lakemirror):
-    uri = upload(delta_tables_dir, name, bucket, upload_dir)
-    opts = judge.delta_storage_options()
+def local_copy(delta_tables_dir, name, tmp_path):
+    shutil.copytree(delta_tables_dir / name, tmp_path / name)
+    return str(tmp_path / name)
+
+
+@pytest.mark.parametrize("name", [n for n in shared_tables() if n not in REFUSED])
+def test_shared_table_synced_one_version_at_a_time_matches_every_version(name, delta_tables_dir, expected, tmp_path, glue_database, lakemirror, java_iceberg):
+    uri = local_copy(delta_tables_dir, name, tmp_path)
     readable = [v for v in range(expected[name]["version"] + 1) if v not in UNREADABLE.get(name, set())]
     for version in readable:
         result = lakemirror("glue-sync", "--table-uri", uri, "--database", glue_database, "--table", "t",
                             "--to-version", version)
-        assert_mirrors(uri, glue_database, "t", result, storage_options=opts, version=version)
+        assert result.json["omitted_columns"] == OMITTED.get(name, [])
+        assert_mirrors(uri, glue_database, "t", result, version=version, java=java_iceberg)
         assert len(judge.iceberg_rows_pyiceberg(glue_database, "t")) == expected[name]["rows_by_version"][str(version)]
     # Snapshots whose files Delta VACUUM may have deleted by now are expired: a snapshot goes
     # once the next commit is older than the retention (7 days by default, less 1 hour).
     kept = [int(s["summary"]["delta.version"]) for s in judge.iceberg_snapshots(glue_database, "t")]
     assert kept == readable[len(readable) - len(kept):], f"kept snapshots are the newest versions: {kept}"
-    retention = DeltaTable(uri, storage_options=opts).metadata().configuration.get("delta.deletedFileRetentionDuration")
+    retention = DeltaTable(uri).metadata().configuration.get("delta.deletedFileRetentionDuration")
     if retention is None:
-        committed = {h["version"]: h["timestamp"] for h in DeltaTable(uri, storage_options=opts).history()}
+        committed = {h["version"]: h["timestamp"] for h in DeltaTable(uri).history()}
         week_ms, now_ms = 7 * 24 * 3600 * 1000, time.time() * 1000
         for old, nxt in zip(readable, readable[1:]):
             expired = old not in kept
@@ -79,14 +94,13 @@ def uses_deletion_vectors(name):
 
 
 @pytest.mark.parametrize("name", [n for n in shared_tables() if n not in REFUSED and uses_deletion_vectors(n)])
-def test_deletion_vectors_mirror_as_puffin_in_iceberg_v3_at_every_version(name, delta_tables_dir, expected, bucket, glue_database, upload_dir, lakemirror, s3):
+def test_deletion_vectors_mirror_as_puffin_in_iceberg_v3_at_every_version(name, delta_tables_dir, expected, tmp_path, glue_database, lakemirror, java_iceberg):
     # The same checks as format v2, with deletion vectors written as Puffin blobs.
-    uri = upload(delta_tables_dir, name, bucket, upload_dir)
-    opts = judge.delta_storage_options()
+    uri = local_copy(delta_tables_dir, name, tmp_path)
     for version in range(expected[name]["version"] + 1):
         result = lakemirror("glue-sync", "--table-uri", uri, "--database", glue_database, "--table", "t",
                             "--to-version", version, "--iceberg-format-version", "3")
-        assert_mirrors(uri, glue_database, "t", result, storage_options=opts, version=version)
+        assert_mirrors(uri, glue_database, "t", result, version=version, java=java_iceberg)
     tbl = judge.glue_catalog().load_table((glue_database, "t"))
     assert tbl.metadata.format_version == 3
     # The delete manifests' entries as written (pyiceberg does not expose the v3 fields).
@@ -100,7 +114,7 @@ def test_deletion_vectors_mirror_as_puffin_in_iceberg_v3_at_every_version(name, 
     assert deletes, "the table has deletion vectors at its newest version"
     for path, file_format, referenced, offset, size in deletes:
         assert file_format.upper() == "PUFFIN" and path.endswith(".puffin")
-        assert referenced.startswith(uri) and offset == 4 and size > 0
+        assert referenced.startswith(f"file://{uri}") and offset == 4 and size > 0
     # Each data file has exactly one deletion vector.
     assert len({d[2] for d in deletes}) == len(deletes)
 
@@ -112,6 +126,9 @@ def test_table_with_unmirrored_feature_is_refused_and_nothing_written(name, delt
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
     assert REFUSED[name] in last and "nothing was written" in last, last
+    # Permanent, and not ours to fix: it says what the table's owner can do instead.
+    assert "No lakemirror version can mirror it" in last and "DROP FEATURE" in last, last
+    assert "upgrade lakemirror" not in last, last
     assert glue.get_tables(DatabaseName=glue_database)["TableList"] == []
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"tables/{name}/_lakemirror/")
     assert listed.get("KeyCount", 0) == 0
@@ -124,13 +141,11 @@ def test_delta_readers_agree_on_the_fixture_we_use_as_reference(delta_tables_dir
     assert DeltaTable(path).version() == 14
 
 
-def test_local_path_table_is_mirrored_with_file_uris(delta_tables_dir, tmp_path, glue_database, lakemirror):
+def test_local_path_table_is_mirrored_with_file_uris(delta_tables_dir, tmp_path, glue_database, lakemirror, java_iceberg):
     # --table-uri also takes a local path; Glue is still (moto's) Glue.
-    import shutil
-
     local = tmp_path / "Special Partition"
     shutil.copytree(delta_tables_dir / "delta-0.8.0-special-partition", local)
     result = lakemirror("glue-sync", "--table-uri", local, "--glue-database", glue_database)
     assert result.json["table"] == "special_partition"
     assert result.json["metadata_location"].startswith(f"file://{local}/_lakemirror/iceberg/metadata/")
-    assert_mirrors(str(local), glue_database, "special_partition", result)
+    assert_mirrors(str(local), glue_database, "special_partition", result, java=java_iceberg)
