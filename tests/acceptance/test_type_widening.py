@@ -1,11 +1,10 @@
 """Type widening: a widening Iceberg can express keeps the column's ID and old files are read
 widened; one it cannot is refused naming the column. The Delta log is written by hand (delta-rs
-cannot widen types), the judges are pyiceberg and DuckDB against the rows written."""
+cannot widen types), the judges are pyiceberg, DuckDB and Java Iceberg against the rows written."""
 
 import io
 import json
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -25,39 +24,40 @@ def schema(c_type, changes=None):
         {"name": "c", "type": c_type, "nullable": True, "metadata": metadata}]})
 
 
-def put_commit(s3, bucket, prefix, version, actions):
-    s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/{version:020}.json",
-                  Body="\n".join(json.dumps(a) for a in actions).encode())
+def put_commit(root, version, actions):
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020}.json").write_text("\n".join(json.dumps(a) for a in actions))
 
 
-def add(s3, bucket, prefix, name, table):
+def add(root, name, table):
     body = parquet(table)
-    s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=body)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / name).write_bytes(body)
     return {"add": {"path": name, "partitionValues": {}, "size": len(body), "modificationTime": 1,
                     "dataChange": True, "stats": json.dumps({"numRecords": table.num_rows})}}
 
 
-def widened_table(s3, bucket, prefix, from_type, to_type, old, new):
-    put_commit(s3, bucket, prefix, 0, [
+def widened_table(root, from_type, to_type, old, new):
+    put_commit(root, 0, [
         {"commitInfo": {"timestamp": 1764500000000}},
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
         {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
                       "configuration": {}, "schemaString": schema(from_type)}},
-        add(s3, bucket, prefix, "part-0.parquet", old)])
-    put_commit(s3, bucket, prefix, 1, [
+        add(root, "part-0.parquet", old)])
+    put_commit(root, 1, [
         {"commitInfo": {"timestamp": 1764500001000}},
         {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                       "readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}},
         {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
                       "configuration": {"delta.enableTypeWidening": "true"},
                       "schemaString": schema(to_type, [{"fromType": from_type, "toType": to_type, "tableVersion": 1}])}},
-        add(s3, bucket, prefix, "part-1.parquet", new)])
-    return f"s3://{bucket}/{prefix}"
+        add(root, "part-1.parquet", new)])
+    return str(root)
 
 
-def test_int_widened_to_long_keeps_its_id_and_old_files_read_widened(bucket, glue_database, lakemirror):
-    s3 = boto3.client("s3")
-    uri = widened_table(s3, bucket, "w/int_long", "integer", "long",
+def test_int_widened_to_long_keeps_its_id_and_old_files_read_widened(tmp_path, glue_database, lakemirror, java_iceberg):
+    uri = widened_table(tmp_path / "int_long", "integer", "long",
                         pa.table({"c": pa.array([1, 2], pa.int32())}),
                         pa.table({"c": pa.array([3_000_000_000], pa.int64())}))
     expected = [(1,), (2,), (3_000_000_000,)]
@@ -69,22 +69,22 @@ def test_int_widened_to_long_keeps_its_id_and_old_files_read_widened(bucket, glu
     table = judge.glue_catalog().load_table((glue_database, "int_long"))
     after = table.schema().find_field("c")
     assert (after.field_id, str(after.field_type)) == (before.field_id, "long")
-    assert_mirrors(uri, glue_database, "int_long", result, storage_options=judge.delta_storage_options(),
-                   expected_rows=expected)
+    assert_mirrors(uri, glue_database, "int_long", result, expected_rows=expected, java=java_iceberg)
 
     # A first sync after the widening reads the same.
     fresh = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, "--glue-table", "fresh")
     assert sorted(judge.iceberg_rows_pyiceberg(glue_database, "fresh")) == expected
     assert sorted(judge.iceberg_rows_duckdb(fresh.json["metadata_location"])) == expected
+    assert sorted(java_iceberg.rows(fresh.json["metadata_location"])) == expected
 
 
-def test_a_widening_iceberg_cannot_express_is_refused_naming_the_column(bucket, glue_database, lakemirror, glue):
-    s3 = boto3.client("s3")
-    uri = widened_table(s3, bucket, "w/int_double", "integer", "double",
+def test_a_widening_iceberg_cannot_express_is_refused_naming_the_column(tmp_path, glue_database, lakemirror, glue):
+    uri = widened_table(tmp_path / "int_double", "integer", "double",
                         pa.table({"c": pa.array([1], pa.int32())}),
                         pa.table({"c": pa.array([1.5], pa.float64())}))
     result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, check=False)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert "column c was widened from integer to double" in last and "nothing was written" in last, last
+    assert "No lakemirror version can mirror it" in last and "DROP FEATURE" in last, last
     assert glue.get_tables(DatabaseName=glue_database)["TableList"] == []

@@ -12,6 +12,9 @@ pub struct ActiveFileSet {
     pub files: BTreeMap<String, Add>,
     pub metadata: Option<Metadata>,
     pub protocol: Option<Protocol>,
+    /// Metadata the replayed commits replaced, oldest first: the schemas older files may
+    /// have been written with.
+    pub earlier_metadata: Vec<Metadata>,
 }
 
 impl ActiveFileSet {
@@ -23,8 +26,11 @@ impl ActiveFileSet {
         for add in &commit.adds {
             self.files.insert(decode_path(&add.path), add.clone());
         }
-        if let Some(m) = &commit.metadata {
-            self.metadata = Some(m.clone());
+        if let Some(m) = &commit.metadata
+            && let Some(replaced) = self.metadata.replace(m.clone())
+            && replaced.schema_string != m.schema_string
+        {
+            self.earlier_metadata.push(replaced);
         }
         if let Some(p) = &commit.protocol {
             self.protocol = Some(p.clone());

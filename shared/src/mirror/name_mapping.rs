@@ -18,6 +18,11 @@ use iceberg::spec::{MappedField, NameMapping, NestedField, Schema, Type};
 
 /// Iceberg's reserved field ID of the `_change_type` metadata column.
 const CHANGE_TYPE_FIELD_ID: i32 = i32::MAX - 104;
+/// Decoy IDs, counted down from here: a file column mapped to an ID no schema has is read by
+/// nobody. IDs lakemirror assigns never come near them.
+pub const FIRST_DECOY_ID: i32 = i32::MAX - 201;
+/// Below the decoys: IDs from here up are never counted as taken by a column.
+pub const DECOY_FLOOR: i32 = FIRST_DECOY_ID - 100_000;
 
 /// The names one field of the schema should have in the mapping.
 struct Wanted {
@@ -31,9 +36,10 @@ struct Wanted {
 
 /// The name mapping of `schema`, grown from `previous` (the table's mapping so far).
 ///
-/// `physical` gives the physical name of column-mapped fields by field ID; fields in
-/// `unmapped` (Delta `void` columns, which data files never hold) are left out, so that
-/// readers read them as null.
+/// `physical` gives the physical name of column-mapped fields by field ID. A field in
+/// `void_ids` (a Delta `void` column, of nulls only) has its names mapped to a decoy ID:
+/// readers then read it as null even from a file that holds a column of that name, and
+/// pyiceberg, which refuses a file column the mapping does not know, reads such files too.
 ///
 /// Delta writers with Change Data Feed may leave a `_change_type` column in data files that
 /// the table schema does not have. Readers that map every file column (pyiceberg) fail on an
@@ -43,9 +49,15 @@ pub fn name_mapping(
     previous: Option<&NameMapping>,
     schema: &Schema,
     physical: &HashMap<i32, String>,
-    unmapped: &HashSet<i32>,
+    void_ids: &HashSet<i32>,
 ) -> NameMapping {
-    let wanted = wanted_fields(schema.as_struct().fields(), physical, unmapped);
+    let mut next_decoy = FIRST_DECOY_ID;
+    let wanted = wanted_fields(
+        schema.as_struct().fields(),
+        physical,
+        void_ids,
+        &mut next_decoy,
+    );
     let live: HashSet<i32> = ids_of(&wanted);
     let previous: Vec<&MappedField> = previous
         .map(|m| m.fields().iter().collect())
@@ -67,17 +79,17 @@ pub fn name_mapping(
 fn wanted_fields(
     fields: &[std::sync::Arc<NestedField>],
     physical: &HashMap<i32, String>,
-    unmapped: &HashSet<i32>,
+    void_ids: &HashSet<i32>,
+    next_decoy: &mut i32,
 ) -> Vec<Wanted> {
     fields
         .iter()
-        .filter(|f| !unmapped.contains(&f.id))
         .map(|f| {
             let (required, optional) = match physical.get(&f.id) {
                 Some(p) => (p.clone(), (*p != f.name).then(|| f.name.clone())),
                 None => (f.name.clone(), None),
             };
-            wanted(f, required, optional, physical, unmapped)
+            wanted(f, required, optional, physical, void_ids, next_decoy)
         })
         .collect()
 }
@@ -87,12 +99,20 @@ fn wanted(
     required: String,
     optional: Option<String>,
     physical: &HashMap<i32, String>,
-    unmapped: &HashSet<i32>,
+    void_ids: &HashSet<i32>,
+    next_decoy: &mut i32,
 ) -> Wanted {
-    let element = |f: &NestedField, name: &str| wanted(f, name.into(), None, physical, unmapped);
+    let id = if void_ids.contains(&field.id) {
+        *next_decoy -= 1;
+        *next_decoy + 1
+    } else {
+        field.id
+    };
+    let mut element =
+        |f: &NestedField, name: &str| wanted(f, name.into(), None, physical, void_ids, next_decoy);
     let children = match field.field_type.as_ref() {
         Type::Primitive(_) => vec![],
-        Type::Struct(s) => wanted_fields(s.fields(), physical, unmapped),
+        Type::Struct(s) => wanted_fields(s.fields(), physical, void_ids, next_decoy),
         Type::List(l) => vec![element(&l.element_field, "element")],
         Type::Map(m) => vec![
             element(&m.key_field, "key"),
@@ -100,7 +120,7 @@ fn wanted(
         ],
     };
     Wanted {
-        id: field.id,
+        id,
         required,
         optional,
         children,
@@ -321,14 +341,31 @@ mod tests {
     }
 
     #[test]
-    fn void_columns_are_not_mapped_so_they_read_as_null() {
-        let m = name_mapping(
-            None,
-            &schema(vec![long(1, "id"), long(2, "nothing")]),
-            &HashMap::new(),
-            &HashSet::from([2]),
+    fn void_columns_map_to_decoys_so_they_read_as_null() {
+        let s = schema(vec![long(1, "id"), long(2, "nothing"), long(3, "none")]);
+        let m = name_mapping(None, &s, &HashMap::new(), &HashSet::from([2, 3]));
+        assert_eq!(
+            json_of(&m),
+            json!([
+                {"field-id": 1, "names": ["id"]},
+                {"field-id": FIRST_DECOY_ID, "names": ["nothing"]},
+                {"field-id": FIRST_DECOY_ID - 1, "names": ["none"]}
+            ])
         );
-        assert_eq!(json_of(&m), json!([{"field-id": 1, "names": ["id"]}]));
+        // stable from one sync to the next; a void column that gets a type takes its name
+        assert_eq!(
+            name_mapping(Some(&m), &s, &HashMap::new(), &HashSet::from([2, 3])),
+            m
+        );
+        let typed = name_mapping(Some(&m), &s, &HashMap::new(), &HashSet::from([3]));
+        assert_eq!(
+            json_of(&typed),
+            json!([
+                {"field-id": 1, "names": ["id"]},
+                {"field-id": 2, "names": ["nothing"]},
+                {"field-id": FIRST_DECOY_ID, "names": ["none"]}
+            ])
+        );
     }
 
     #[test]

@@ -98,8 +98,10 @@ pub fn plan_full(
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
     check_features(table, protocol, Some(metadata))?;
-    let next = next_schema(table, current, metadata)?;
-    let (schema, changed) = (next.schema, next.changed);
+    let history = names_through_history(table, current, &snapshot.active.earlier_metadata);
+    let next = next_schema(table, history.as_ref().or(current), metadata)?;
+    let schema = next.schema;
+    let changed = current.is_none_or(|c| c.schema.as_struct() != schema.as_struct());
     let added = snapshot
         .active
         .files
@@ -135,6 +137,49 @@ pub fn plan_full(
         deleted_file_retention_ms: Some(retention(table, metadata)?),
         format_version: requested_format_version(table, metadata)?,
     })
+}
+
+/// The view a column-mapped table's name mapping would have if it had been mirrored commit by
+/// commit through `earlier` (the metadata the replayed log still shows, oldest first): files
+/// written before a column was dropped or renamed hold its old physical name, and readers
+/// that map such a file by name (pyiceberg does when any of its fields lacks an ID) need it.
+/// Schemas before column mapping was turned on are skipped: their IDs meant other columns.
+/// Columns dropped before the oldest checkpoint replayed are not known here.
+fn names_through_history(
+    table: &str,
+    current: Option<&IcebergView>,
+    earlier: &[Metadata],
+) -> Option<IcebergView> {
+    let column_mapped = |m: &Metadata| {
+        parse_schema(&m.schema_string).is_ok_and(|fields| max_column_mapping_id(&fields) > 0)
+    };
+    let mut view = match current {
+        Some(view) => view.clone(),
+        None => IcebergView {
+            schema: Schema::builder().build().ok()?,
+            last_column_id: 0,
+            next_schema_id: 0,
+            partition_columns: Vec::new(),
+            partition_keys: Vec::new(),
+            delta_version: None,
+            column_mapped: true,
+            physical_names: HashMap::new(),
+            name_mapping: None,
+            omitted_columns: Vec::new(),
+        },
+    };
+    let mut grown = false;
+    for metadata in earlier.iter().filter(|m| column_mapped(m)) {
+        // A schema this sync cannot mirror only loses its names; the newest one decides.
+        let Ok(next) = next_schema(table, Some(&view), metadata) else {
+            continue;
+        };
+        view.last_column_id = view.last_column_id.max(next.schema.highest_field_id());
+        view.schema = next.schema;
+        view.name_mapping = Some(next.name_mapping);
+        grown = true;
+    }
+    grown.then_some(view)
 }
 
 /// Delta table property choosing the Iceberg format version of the mirror (2 or 3).

@@ -9,6 +9,7 @@ use iceberg::spec::{
     Schema, StructType, Type,
 };
 
+use super::name_mapping::DECOY_FLOOR;
 use crate::delta::schema::{DeltaField, DeltaType};
 
 /// Assigns field IDs: a column-mapped field keeps its `delta.columnMapping.id`; any other
@@ -152,16 +153,12 @@ pub fn iceberg_schema(
     let column_mapped = max_column_mapping_id(fields) > 0;
     let floor = if column_mapped { ASSIGNED_ID_BASE } else { 0 };
     let mut mapped_children = HashMap::new();
+    let mut mapped_max = 0;
     if let Some(mapping) = mapping {
         index_children(mapping.fields(), &mut mapped_children);
+        // IDs the mapping gave columns the schema no longer has (or leaves out) stay taken.
+        mapped_max = max_mapped_id(mapping.fields());
     }
-    // IDs the mapping gave columns the schema leaves out are taken too.
-    let mapped_max = mapped_children
-        .values()
-        .copied()
-        .filter(|id| *id < FIRST_RESERVED_ID)
-        .max()
-        .unwrap_or(0);
     let mut walk = Walk {
         ids: IdAssigner {
             previous,
@@ -183,6 +180,18 @@ pub fn iceberg_schema(
         void_ids: walk.void_ids,
         unreadable: walk.unreadable,
     })
+}
+
+fn max_mapped_id(fields: &[impl std::borrow::Borrow<MappedField>]) -> i32 {
+    fields
+        .iter()
+        .map(|f| {
+            let f = f.borrow();
+            let own = f.field_id().filter(|id| *id < DECOY_FLOOR).unwrap_or(0);
+            own.max(max_mapped_id(f.fields()))
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn index_children(
@@ -320,9 +329,6 @@ impl Walk<'_> {
         Ok((Arc::new(field), own_id.is_some() || holds))
     }
 }
-
-/// Iceberg reserves the IDs from here up for metadata columns (`_file`, `_pos`, ...).
-const FIRST_RESERVED_ID: i32 = i32::MAX - 200;
 
 /// First ID lakemirror assigns in a column-mapped schema (Delta's own IDs count up from 1).
 pub const ASSIGNED_ID_BASE: i32 = 1_000_000_000;
