@@ -25,6 +25,24 @@ pub enum Error {
         remedy: String,
     },
 
+    /// The mirror cannot follow the Delta table commit by commit (column mapping turned on,
+    /// partition columns changed): it is rebuilt as a new history from `from_version`. The
+    /// sync does this by itself; the error escapes only if the rebuild meets it again.
+    #[error(
+        "the mirror of Delta table {table} must be rebuilt from version {from_version}: {reason}"
+    )]
+    RebuildNeeded {
+        table: String,
+        from_version: i64,
+        reason: String,
+    },
+
+    /// A mirror exists but its Delta table is gone. Permanent until the table comes back.
+    #[error(
+        "the Delta table at {table} is missing (no commit and no checkpoint in its _delta_log), but Glue table {glue_table} still mirrors it. The Glue table was left as it is: restore the Delta table, or sync with --on-missing-source=drop (ON_MISSING_SOURCE=drop) to delete the Glue table"
+    )]
+    SourceMissing { table: String, glue_table: String },
+
     /// The Delta log is unreadable or contradicts itself. Permanent until the log is repaired.
     #[error("Delta log of {table} is not usable: {reason}")]
     MalformedLog { table: String, reason: String },

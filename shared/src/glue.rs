@@ -43,8 +43,13 @@ pub fn default_table_name(table_uri: &str) -> String {
 pub struct GlueTable {
     pub database: String,
     pub name: String,
-    /// None when the Glue table does not exist yet.
+    /// None when the Glue table does not exist yet, or its metadata is gone (`lost`).
     pub current: Option<CommittedTable>,
+    /// The metadata file the Glue table points at, when it is gone: it was under the Delta
+    /// table's folder, which was deleted (and maybe written anew).
+    pub lost: Option<String>,
+    /// Whether the Glue table exists (an update, not a create, makes it current).
+    exists: bool,
     version_id: Option<String>,
     parameters: HashMap<String, String>,
 }
@@ -176,6 +181,8 @@ impl GlueCatalog {
                 database: database.into(),
                 name: name.into(),
                 current: None,
+                lost: None,
+                exists: false,
                 version_id: None,
                 parameters: HashMap::new(),
             });
@@ -196,7 +203,27 @@ impl GlueCatalog {
         } else {
             TableStorage::open(location, metadata_store.counters().clone())?
         };
-        let (bytes, _) = store.get(location).await?;
+        let bytes = match store.get_if_exists(location).await? {
+            Some(bytes) => bytes,
+            // Our own metadata, gone with the Delta table's folder: the mirror is lost, and
+            // the sync writes it anew (or reports the Delta table missing).
+            None if metadata_store.holds(location) => {
+                return Ok(GlueTable {
+                    database: database.into(),
+                    name: name.into(),
+                    current: None,
+                    lost: Some(location.clone()),
+                    exists: true,
+                    version_id: table.version_id,
+                    parameters,
+                });
+            }
+            None => {
+                return Err(Error::CatalogState(format!(
+                    "Glue table {full} points at metadata {location}, which does not exist; choose another --glue-table or delete it"
+                )));
+            }
+        };
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::CatalogState(format!(
                 "Glue table {full}: metadata {location} is not Iceberg table metadata ({e})"
@@ -218,6 +245,8 @@ impl GlueCatalog {
                 metadata,
                 metadata_location: location.clone(),
             }),
+            lost: None,
+            exists: true,
             version_id: table.version_id,
             parameters,
         })
@@ -254,8 +283,8 @@ impl GlueCatalog {
             .map_err(|e| Error::InvalidInput(format!("Glue table input: {e}")))?;
         self.count();
         let conflict = || Error::CommitConflict(read.full_name());
-        match &read.current {
-            None => match self
+        match read.exists {
+            false => match self
                 .client
                 .create_table()
                 .database_name(&read.database)
@@ -283,7 +312,7 @@ impl GlueCatalog {
                 }
                 Err(err) => Err(glue_error("CreateTable", err)),
             },
-            Some(_) => {
+            true => {
                 let mut request = self
                     .client
                     .update_table()
@@ -305,6 +334,33 @@ impl GlueCatalog {
                     Err(err) => Err(glue_error("UpdateTable", err)),
                 }
             }
+        }
+    }
+}
+
+impl GlueCatalog {
+    /// Deletes the Glue table `read` found (a mirror whose Delta table is gone). The Iceberg
+    /// metadata files are not touched.
+    pub async fn drop_table(&self, read: &GlueTable) -> Result<()> {
+        self.count();
+        match self
+            .client
+            .delete_table()
+            .database_name(&read.database)
+            .name(&read.name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Someone else dropped it first: the outcome is the same.
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_entity_not_found_exception()) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(glue_error("DeleteTable", err)),
         }
     }
 }

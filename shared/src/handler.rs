@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::glue::GlueCatalog;
 use crate::mirror::plan::parse_format_version;
 use crate::storage::IoCounters;
-use crate::sync::{GlueSyncRequest, SyncReport, glue_sync};
+use crate::sync::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
 use crate::trigger::{Delivery, TableTrigger, deliveries, table_triggers};
 use iceberg::spec::FormatVersion;
 
@@ -34,6 +34,9 @@ pub struct GlueSyncConfig {
     /// `ICEBERG_FORMAT_VERSION`: 2 (default) or 3, for tables created from now on; a Delta
     /// table's `lakemirror.iceberg.format-version` property overrides it.
     pub format_version: FormatVersion,
+    /// `ON_MISSING_SOURCE`: `keep` (default: the event is parked as "source table missing")
+    /// or `drop` (the Glue table of a Delta table that is gone is deleted).
+    pub on_missing_source: OnMissingSource,
 }
 
 impl GlueSyncConfig {
@@ -54,11 +57,18 @@ impl GlueSyncConfig {
                 ))
             })?,
         };
+        let on_missing_source = match var("ON_MISSING_SOURCE") {
+            None => OnMissingSource::Keep,
+            Some(value) => value
+                .parse()
+                .map_err(|e| Error::InvalidInput(format!("ON_MISSING_SOURCE: {e}")))?,
+        };
         Ok(Self {
             database,
             table_prefixes,
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
             format_version,
+            on_missing_source,
         })
     }
 }
@@ -148,6 +158,9 @@ impl GlueSyncFunction {
                 }
                 Err(e) => {
                     tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
+                    if let Error::SourceMissing { glue_table, .. } = &e {
+                        println!("{}", source_missing_metric(glue_table));
+                    }
                     let parking = Parking::failed(&trigger, &e);
                     for id in ids {
                         permanent.entry(id).or_insert_with(|| parking.clone());
@@ -258,6 +271,7 @@ async fn sync_one(
         to_version: None,
         known_version: Some(trigger.newest_version),
         format_version: config.format_version,
+        on_missing_source: config.on_missing_source,
     };
     let report = glue_sync(glue, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {
@@ -279,6 +293,19 @@ async fn sync_one(
     );
     println!("{}", metric_line(&report, lag_ms));
     Ok(report)
+}
+
+/// A CloudWatch embedded-metric-format record: a mirror whose Delta table is gone.
+fn source_missing_metric(glue_table: &str) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "SourceMissing", "Unit": "Count" }] }]
+        },
+        "Table": glue_table,
+        "SourceMissing": 1,
+    })
 }
 
 /// A CloudWatch embedded-metric-format record: sync duration and event-to-committed lag.

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use lakemirror::glue::GlueCatalog;
 use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror::storage::IoCounters;
-use lakemirror::sync::{GlueSyncRequest, glue_sync};
+use lakemirror::sync::{GlueSyncRequest, OnMissingSource, glue_sync};
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +53,11 @@ enum Command {
         /// keeps its version.
         #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
         iceberg_format_version: String,
+        /// When the Delta table is gone (no _delta_log with a commit or checkpoint) but its
+        /// Glue table is there: keep (fail with "source table missing" and leave the Glue
+        /// table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).
+        #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
+        on_missing_source: String,
     },
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
@@ -161,6 +166,9 @@ enum Function {
         /// Iceberg format version of newly created mirrors (2 or 3), as for glue-sync.
         #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
         iceberg_format_version: String,
+        /// keep or drop the Glue table of a Delta table that is gone, as for glue-sync.
+        #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
+        on_missing_source: String,
     },
     /// The lakebase-sync function: a schedule tick syncs the tables that are due (their
     /// sync.interval passed since lakemirror.sync_state last recorded them); S3, SQS or
@@ -272,6 +280,7 @@ async fn main() -> ExitCode {
             metadata_uri,
             to_version,
             iceberg_format_version,
+            on_missing_source,
         } => {
             let request = GlueSyncRequest {
                 table_uri,
@@ -281,6 +290,7 @@ async fn main() -> ExitCode {
                 to_version,
                 known_version: None,
                 format_version: format_version(&iceberg_format_version),
+                on_missing_source: missing_source_action(&on_missing_source),
             };
             run_glue_sync(&request).await
         }
@@ -343,6 +353,7 @@ async fn main() -> ExitCode {
                     table_prefixes,
                     dead_letter_queue_url,
                     iceberg_format_version,
+                    on_missing_source,
                 },
         } => {
             let config = GlueSyncConfig {
@@ -350,6 +361,7 @@ async fn main() -> ExitCode {
                 table_prefixes,
                 dead_letter_queue_url,
                 format_version: format_version(&iceberg_format_version),
+                on_missing_source: missing_source_action(&on_missing_source),
             };
             invoke_glue_sync(&event, config).await
         }
@@ -397,6 +409,11 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// keep or drop, as clap allows only those.
+fn missing_source_action(value: &str) -> OnMissingSource {
+    value.parse().unwrap_or_default()
 }
 
 /// The one table the flags describe.

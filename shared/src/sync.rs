@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use crate::error::{Error, Result};
 use crate::glue::{GlueCatalog, GlueTable, default_table_name};
-use crate::mirror::{CommittedTable, MetadataWriter, SnapshotPlan, plan_commits, plan_full};
+use crate::mirror::{
+    CommittedTable, IcebergView, MetadataWriter, SnapshotPlan, plan_commits, plan_full,
+};
 use crate::storage::{IoCounters, IoTotals, TableStorage};
 use crate::target::{RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties};
 
@@ -37,11 +39,57 @@ pub struct GlueSyncRequest {
     /// Format version of a new Iceberg table; the Delta table property
     /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
     pub format_version: iceberg::spec::FormatVersion,
+    /// What to do when the Delta table is gone but its mirror is not.
+    pub on_missing_source: OnMissingSource,
+}
+
+/// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnMissingSource {
+    /// Fail with [`Error::SourceMissing`] and leave the Glue table as it is.
+    #[default]
+    Keep,
+    /// Delete the Glue table (the Iceberg metadata files stay).
+    Drop,
+}
+
+impl std::str::FromStr for OnMissingSource {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "keep" => Ok(Self::Keep),
+            "drop" => Ok(Self::Drop),
+            other => Err(format!(
+                "{other:?} is not an action for a missing Delta table: use keep (the default: fail and leave the Glue table) or drop (delete the Glue table)"
+            )),
+        }
+    }
+}
+
+/// What a sync did to the mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncAction {
+    /// The Iceberg table was created.
+    Created,
+    /// New snapshots were added to the mirror's history.
+    Synced,
+    /// The mirror was at the Delta version already.
+    Unchanged,
+    /// The mirror was written anew, as a new history (see `reason`).
+    Rebuilt,
+    /// The Delta table is gone and the Glue table was deleted (`--on-missing-source=drop`).
+    Dropped,
 }
 
 /// The outcome of a sync, printed as the last line of the CLI.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SyncReport {
+    pub action: SyncAction,
+    /// Why the mirror was rebuilt or dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub database: String,
     pub table: String,
     pub delta_version: Option<i64>,
@@ -93,12 +141,16 @@ pub async fn glue_sync(
     let mut properties = match (defaults.fixed(), &remembered) {
         (Some(_), _) => TargetProperties::default(),
         (None, Some(known)) => known.properties.clone(),
-        (None, None) => {
-            let read = log.snapshot(request.to_version).await?;
-            let properties = TargetProperties::of(read.metadata());
-            snapshot = Some(read);
-            properties
-        }
+        (None, None) => match log.snapshot(request.to_version).await {
+            Ok(read) => {
+                let properties = TargetProperties::of(read.metadata());
+                snapshot = Some(read);
+                properties
+            }
+            // Gone, or never there: the Glue table (if any) says which.
+            Err(Error::NotADeltaTable(_)) => TargetProperties::default(),
+            Err(e) => return Err(e),
+        },
     };
     let mut target = defaults.resolve(&properties)?;
 
@@ -114,7 +166,33 @@ pub async fn glue_sync(
                 &metadata_store,
             )
             .await?;
-        let planned = plan(&log, &read, request, snapshot.take()).await?;
+        let planned = match plan(&log, &read, request, snapshot.take()).await {
+            Err(Error::SourceMissing { table, glue_table })
+                if request.on_missing_source == OnMissingSource::Drop =>
+            {
+                glue.drop_table(&read).await?;
+                tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
+                return Ok(SyncReport {
+                    action: SyncAction::Dropped,
+                    reason: Some(format!("the Delta table at {table} is missing")),
+                    database: target.database.clone(),
+                    table: target.table.clone(),
+                    delta_version: None,
+                    snapshot_id: None,
+                    snapshots_committed: 0,
+                    added_files: 0,
+                    removed_files: 0,
+                    expired_snapshots: 0,
+                    metadata_location: None,
+                    omitted_columns: Vec::new(),
+                    attempts: attempt,
+                    elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    io: counters.totals(),
+                    snapshots: Vec::new(),
+                });
+            }
+            other => other?,
+        };
         if defaults.fixed().is_none()
             && let Some(metadata) = &planned.newest_metadata
         {
@@ -145,6 +223,8 @@ pub async fn glue_sync(
         }
         let plans = planned.plans;
         let mut report = SyncReport {
+            action: SyncAction::Unchanged,
+            reason: planned.rebuilt.clone(),
             database: target.database.clone(),
             table: target.table.clone(),
             delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
@@ -171,7 +251,12 @@ pub async fn glue_sync(
             let first = plans.first().map(|p| p.delta_version);
             let last = plans.last().map(|p| p.delta_version);
             tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len());
-            let staged = writer.stage(read.current.as_ref(), plans).await?;
+            // A rebuild is a new history: nothing of the current metadata carries over.
+            let base = match planned.rebuilt {
+                Some(_) => None,
+                None => read.current.as_ref(),
+            };
+            let staged = writer.stage(base, plans).await?;
             crate::crash::point("glue-before-commit");
             match glue.commit(&read, &staged.table).await {
                 Ok(()) => crate::crash::point("glue-after-commit"),
@@ -196,6 +281,14 @@ pub async fn glue_sync(
                 tracing::warn!(table = %read.full_name(), columns = ?report.omitted_columns, "columns left out of the Iceberg schema: Java Iceberg cannot read them (see lakemirror.omitted-columns)");
             }
             report.snapshots = staged.snapshots;
+            report.action = match (&planned.rebuilt, &read.current) {
+                (Some(reason), _) => {
+                    tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
+                    SyncAction::Rebuilt
+                }
+                (None, None) => SyncAction::Created,
+                (None, Some(_)) => SyncAction::Synced,
+            };
         }
         if defaults.fixed().is_none()
             && let Some(version) = report.delta_version
@@ -212,7 +305,11 @@ pub async fn glue_sync(
 }
 
 /// What to write: nothing when Iceberg is already at the target version, the commits since
-/// the synced version when the log still has them, else the whole table at the target.
+/// the synced version when the log still has them, else the whole table at the target; or,
+/// when the Delta table is not the one the mirror was built from (re-created at the same
+/// location) or changed in a way a mirror cannot follow (column mapping turned on), the
+/// table as a new history. An event for a version the mirror has is dropped only after the
+/// log was seen to still hold the very commit the mirror last took.
 async fn plan(
     log: &DeltaLog,
     read: &GlueTable,
@@ -221,49 +318,212 @@ async fn plan(
 ) -> Result<Planned> {
     let root = log.table().root_uri();
     let to_version = request.to_version;
-    let full = async |view| -> Result<Planned> {
+    let Some(current) = &read.current else {
+        if let Some(lost) = &read.lost {
+            let reason = format!(
+                "the mirror's metadata {lost} is gone: the Delta table's folder was deleted"
+            );
+            return match rebuild(log, request, None, reason, None).await {
+                Err(Error::NotADeltaTable(_)) => Err(Error::SourceMissing {
+                    table: root.to_string(),
+                    glue_table: read.full_name(),
+                }),
+                planned => planned,
+            };
+        }
         let snapshot = match snapshot {
             Some(s) => s,
             None => log.snapshot(to_version).await?,
         };
-        Ok(Planned {
-            plans: vec![plan_full(root, view, &snapshot)?],
-            newest_metadata: snapshot.metadata().cloned(),
-        })
-    };
-    let Some(current) = &read.current else {
-        return full(None).await;
+        return Ok(Planned::grown(
+            vec![plan_full(root, None, &snapshot)?],
+            snapshot.metadata(),
+        ));
     };
     let view = current.view()?;
     let Some(synced) = view.delta_version else {
-        return full(Some(&view)).await;
+        let snapshot = log.snapshot(to_version).await?;
+        return Ok(Planned::grown(
+            vec![plan_full(root, Some(&view), &snapshot)?],
+            snapshot.metadata(),
+        ));
     };
-    if let Some(target) = to_version
-        && target <= synced
-    {
-        if target < synced {
-            tracing::warn!(table = %read.full_name(), synced, target, "the mirror is already past the requested version; lakemirror never rewinds a table");
+    let mirrored_already = match to_version {
+        Some(target) => target <= synced,
+        None => request.known_version.is_some_and(|known| known <= synced),
+    };
+    // The check and the read of the new commits go out together: one round trip.
+    let identity = async {
+        Ok::<_, Error>(match current.commit_hash() {
+            None => Identity::Unrecorded,
+            Some(recorded) => match log.commit_hash(synced).await? {
+                None => Identity::Missing,
+                Some(hash) if hash == recorded => Identity::Same,
+                Some(_) => Identity::Changed,
+            },
+        })
+    };
+    let commits = async {
+        match mirrored_already {
+            true => Ok(None),
+            false => log
+                .commits_since(synced, to_version, request.known_version)
+                .await
+                .map(Some),
+        }
+    };
+    let (identity, commits) = tokio::join!(identity, commits);
+    let identity = identity?;
+    if matches!(identity, Identity::Missing | Identity::Changed) {
+        return checked_full(log, read, current, &view, synced, request, identity).await;
+    }
+    if mirrored_already {
+        if to_version.is_some_and(|target| target < synced) {
+            tracing::warn!(table = %read.full_name(), synced, target = ?to_version, "the mirror is already past the requested version; lakemirror never rewinds a table");
+        } else {
+            tracing::debug!(table = %read.full_name(), synced, "the announced commit is mirrored already");
         }
         return Ok(Planned::default());
     }
-    if to_version.is_none()
-        && let Some(known) = request.known_version
-        && known <= synced
-    {
-        tracing::debug!(table = %read.full_name(), synced, known, "the announced commit is mirrored already");
-        return Ok(Planned::default());
-    }
-    match log
-        .commits_since(synced, to_version, request.known_version)
-        .await?
-    {
-        CommitsSince::Contiguous(commits) => Ok(Planned {
-            plans: plan_commits(root, &view, &commits)?,
-            newest_metadata: commits.iter().rev().find_map(|c| c.metadata.clone()),
-        }),
-        CommitsSince::Gap { first_available } => {
+    match commits? {
+        Some(CommitsSince::Contiguous(commits)) => match plan_commits(root, &view, &commits) {
+            Ok(plans) => Ok(Planned::grown(
+                plans,
+                commits.iter().rev().find_map(|c| c.metadata.as_ref()),
+            )),
+            Err(Error::RebuildNeeded {
+                from_version,
+                reason,
+                ..
+            }) => {
+                let format_version = Some(current.metadata.format_version());
+                rebuild(log, request, Some(from_version), reason, format_version).await
+            }
+            Err(e) => Err(e),
+        },
+        Some(CommitsSince::Gap { first_available }) => {
             tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
-            full(Some(&view)).await
+            checked_full(log, read, current, &view, synced, request, identity).await
+        }
+        None => Ok(Planned::default()),
+    }
+}
+
+/// Whether the log still holds the commit the mirror's current snapshot was built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    Same,
+    /// Its file is gone: log cleanup, or the table was dropped or re-created.
+    Missing,
+    /// Another commit of the same version: the table was re-created.
+    Changed,
+    /// Mirrors written before lakemirror recorded it.
+    Unrecorded,
+}
+
+/// The whole table at the target, after checking that it is still the table mirrored: when
+/// it is not, a new history; when it is gone, [`Error::SourceMissing`].
+async fn checked_full(
+    log: &DeltaLog,
+    read: &GlueTable,
+    current: &CommittedTable,
+    view: &crate::mirror::IcebergView,
+    synced: i64,
+    request: &GlueSyncRequest,
+    identity: Identity,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let snapshot = match log.snapshot(request.to_version).await {
+        Err(Error::NotADeltaTable(_)) => {
+            return Err(Error::SourceMissing {
+                table: root.to_string(),
+                glue_table: read.full_name(),
+            });
+        }
+        other => other?,
+    };
+    let table_id = snapshot.metadata().and_then(|m| m.id.as_deref());
+    let reason = match (current.delta_table_id(), table_id) {
+        (Some(was), Some(now)) if was != now => Some(format!(
+            "the Delta table was re-created at the same location (table id {now}, was {was})"
+        )),
+        _ if snapshot.version < synced && request.to_version.is_none() => Some(format!(
+            "the Delta table's newest version {} is below the mirrored version {synced}: it was re-created at the same location",
+            snapshot.version
+        )),
+        _ if identity == Identity::Changed => Some(format!(
+            "Delta commit {synced} is not the commit the mirror was built from: the table was re-created at the same location"
+        )),
+        _ => None,
+    };
+    let format_version = Some(current.metadata.format_version());
+    match reason {
+        Some(reason) => rebuild(log, request, None, reason, format_version).await,
+        None => match plan_full(root, Some(view), &snapshot) {
+            Err(Error::RebuildNeeded { reason, .. }) => {
+                rebuild(log, request, Some(snapshot.version), reason, format_version).await
+            }
+            plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())),
+        },
+    }
+}
+
+/// The mirror as a new history: one snapshot per version the log still holds from `from`
+/// (the oldest it can rebuild when None) to the target, in `format_version` unless the
+/// Delta table asks for another. A change the new history meets on the way that a mirror
+/// cannot follow starts it again at that change.
+async fn rebuild(
+    log: &DeltaLog,
+    request: &GlueSyncRequest,
+    from: Option<i64>,
+    reason: String,
+    format_version: Option<iceberg::spec::FormatVersion>,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let mut start = match from {
+        Some(version) => version,
+        None => log.oldest_version().await?,
+    };
+    loop {
+        let base = log.snapshot(Some(start)).await?;
+        let mut first = plan_full(root, None, &base)?;
+        // The mirror keeps its format version unless the Delta table asks for another.
+        first.format_version = first.format_version.or(format_version);
+        let view = IcebergView::of_new_table(&first).ok_or_else(|| {
+            Error::malformed(
+                root,
+                format!("version {start} has no schema to rebuild from"),
+            )
+        })?;
+        let commits = match request.to_version {
+            Some(target) if target <= start => Vec::new(),
+            _ => match log.commits_since(start, request.to_version, None).await? {
+                CommitsSince::Contiguous(commits) => commits,
+                CommitsSince::Gap { .. } => {
+                    return Err(Error::malformed(
+                        root,
+                        format!("commits after version {start} are missing"),
+                    ));
+                }
+            },
+        };
+        match plan_commits(root, &view, &commits) {
+            Ok(rest) => {
+                let newest_metadata = commits
+                    .iter()
+                    .rev()
+                    .find_map(|c| c.metadata.clone())
+                    .or_else(|| base.metadata().cloned());
+                return Ok(Planned {
+                    plans: std::iter::once(first).chain(rest).collect(),
+                    newest_metadata,
+                    rebuilt: Some(reason),
+                });
+            }
+            Err(Error::RebuildNeeded { from_version, .. }) if from_version > start => {
+                start = from_version;
+            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -274,6 +534,18 @@ async fn plan(
 struct Planned {
     plans: Vec<SnapshotPlan>,
     newest_metadata: Option<Metadata>,
+    /// Why the mirror is written as a new history; None when the plans extend it.
+    rebuilt: Option<String>,
+}
+
+impl Planned {
+    fn grown(plans: Vec<SnapshotPlan>, newest_metadata: Option<&Metadata>) -> Self {
+        Self {
+            plans,
+            newest_metadata: newest_metadata.cloned(),
+            rebuilt: None,
+        }
+    }
 }
 
 /// The `lakemirror.glue.*` properties remembered for this Delta table, if any.

@@ -118,6 +118,7 @@ mod tests {
 
     fn metadata(configuration: &[(&str, &str)]) -> Metadata {
         Metadata {
+            id: None,
             schema_string: String::new(),
             partition_columns: Vec::new(),
             configuration: configuration

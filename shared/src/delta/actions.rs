@@ -76,12 +76,19 @@ pub struct Remove {
     pub partition_values: Option<HashMap<String, Option<String>>>,
     #[serde(default)]
     pub size: Option<i64>,
+    /// When the file was removed (ms); VACUUM may delete it `deletedFileRetentionDuration`
+    /// after this. A long operation's removes are older than its commit.
+    #[serde(default)]
+    pub deletion_timestamp: Option<i64>,
 }
 
 /// Table metadata: schema, partitioning, configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
+    /// The table's unique ID: a table re-created at the same location gets a new one.
+    #[serde(default)]
+    pub id: Option<String>,
     pub schema_string: String,
     #[serde(default)]
     pub partition_columns: Vec<String>,
@@ -116,6 +123,9 @@ pub struct DeltaCommit {
     pub version: i64,
     /// Milliseconds since the epoch: in-commit timestamp, else commitInfo, else file time.
     pub timestamp_ms: i64,
+    /// A hash of the commit file's bytes: another table's commit of the same version (the
+    /// table was re-created at the same location) differs.
+    pub content_hash: u64,
     pub adds: Vec<Add>,
     pub removes: Vec<Remove>,
     pub metadata: Option<Metadata>,
@@ -131,6 +141,7 @@ impl DeltaCommit {
         let mut commit = DeltaCommit {
             version,
             timestamp_ms: file_time_ms,
+            content_hash: content_hash(bytes),
             adds: Vec::new(),
             removes: Vec::new(),
             metadata: None,
@@ -176,6 +187,13 @@ impl DeltaCommit {
         any && self.adds.iter().all(|a| !a.data_change)
             && self.removes.iter().all(|r| !r.data_change)
     }
+}
+
+/// FNV-1a over a commit file's bytes: the same on every machine and in every release.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// `numRecords` from an `add.stats` JSON string, when present and sane.
@@ -312,6 +330,7 @@ mod tests {
     #[test]
     fn deleted_file_retention_parses_delta_intervals() {
         let m = |v: &str| Metadata {
+            id: None,
             schema_string: String::new(),
             partition_columns: vec![],
             configuration: HashMap::from([(

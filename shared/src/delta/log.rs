@@ -81,6 +81,9 @@ pub struct DeltaSnapshot {
     pub version: i64,
     pub timestamp_ms: i64,
     pub active: ActiveFileSet,
+    /// [`DeltaCommit::content_hash`] of commit `version`, when it was read (not when the
+    /// version exists only as a checkpoint).
+    pub commit_hash: Option<u64>,
 }
 
 impl DeltaSnapshot {
@@ -330,12 +333,14 @@ impl DeltaLog {
             );
             listed = self.list(None).await?;
         }
+        // A version whose commit was cleaned up but whose checkpoint is there still counts.
         let newest = listed
             .iter()
             .filter_map(|(k, _)| match k {
                 LogFileKind::Commit(v) => Some(*v),
                 _ => None,
             })
+            .chain(newest_complete_checkpoint(&listed, target.unwrap_or(i64::MAX)).map(|(v, _)| v))
             .filter(|v| target.is_none_or(|t| *v <= t))
             .max();
         let Some(version) = newest else {
@@ -370,6 +375,7 @@ impl DeltaLog {
             None => 0,
         };
         let mut timestamp_ms = 0;
+        let mut commit_hash = None;
         for v in start..=version {
             let meta = listed
                 .iter()
@@ -381,6 +387,7 @@ impl DeltaLog {
                 })?;
             let commit = self.read_commit(v, meta).await?;
             timestamp_ms = commit.timestamp_ms;
+            commit_hash = Some(commit.content_hash);
             active.apply(&commit);
         }
         if start > version {
@@ -402,7 +409,55 @@ impl DeltaLog {
             version,
             timestamp_ms,
             active,
+            commit_hash,
         })
+    }
+
+    /// [`DeltaCommit::content_hash`] of commit `version`; None when its file is gone.
+    pub async fn commit_hash(&self, version: i64) -> Result<Option<u64>> {
+        let location = self.log_file(&format!("{version:020}.json"));
+        Ok(self
+            .table
+            .get_if_exists(&location)
+            .await?
+            .map(|bytes| super::actions::content_hash(&bytes)))
+    }
+
+    /// The oldest version the log can rebuild the table at: 0 when its commit is there, else
+    /// the oldest complete checkpoint with every commit after it up to the newest.
+    pub async fn oldest_version(&self) -> Result<i64> {
+        let listed = self.list(None).await?;
+        let commits: std::collections::BTreeSet<i64> = listed
+            .iter()
+            .filter_map(|(k, _)| match k {
+                LogFileKind::Commit(v) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        let newest = commits.last().copied();
+        let contiguous_after =
+            |start: i64| newest.is_none_or(|n| (start + 1..=n).all(|v| commits.contains(&v)));
+        if commits.contains(&0) && contiguous_after(0) {
+            return Ok(0);
+        }
+        let mut checkpoints: Vec<i64> = listed
+            .iter()
+            .filter_map(|(k, _)| match *k {
+                LogFileKind::Checkpoint { version, .. } | LogFileKind::V2Checkpoint(version) => {
+                    Some(version)
+                }
+                _ => None,
+            })
+            .collect();
+        checkpoints.sort_unstable();
+        checkpoints.dedup();
+        checkpoints
+            .into_iter()
+            .find(|v| {
+                newest_complete_checkpoint(&listed, *v).is_some_and(|(cp, _)| cp == *v)
+                    && contiguous_after(*v)
+            })
+            .ok_or_else(|| Error::NotADeltaTable(self.table.root_uri().to_string()))
     }
 
     async fn last_checkpoint_version(&self) -> Result<Option<i64>> {

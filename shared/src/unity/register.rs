@@ -396,6 +396,7 @@ mod tests {
 
     fn metadata(schema: &str) -> Metadata {
         Metadata {
+            id: None,
             schema_string: schema.into(),
             partition_columns: vec!["day".into()],
             configuration: config(&[("delta.appendOnly", "false")]),
