@@ -1,14 +1,60 @@
 //! Delta partition values (strings in `add.partitionValues`) -> typed Iceberg literals.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone};
 use iceberg::spec::{Literal, PrimitiveLiteral, PrimitiveType};
+
+/// Delta table property: the time zone in which a `timestamp` partition column's values
+/// without an offset were written (older Spark wrote them in the session time zone). UTC
+/// when not set, as the Delta protocol has it now.
+pub const PARTITION_TIMEZONE_PROPERTY: &str = "lakemirror.partition-values.timezone";
+
+/// The zone of `timestamp` partition values written without an offset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PartitionZone {
+    Fixed(FixedOffset),
+    Named(chrono_tz::Tz),
+}
+
+impl PartitionZone {
+    /// An IANA zone (`Europe/Berlin`), `UTC`, or a fixed offset (`+02:00`).
+    pub fn parse(value: &str) -> Result<Self, String> {
+        let value = value.trim();
+        if let Ok(offset) = value.parse::<FixedOffset>() {
+            return Ok(Self::Fixed(offset));
+        }
+        value.parse::<chrono_tz::Tz>().map(Self::Named).map_err(|_| {
+            format!(
+                "{PARTITION_TIMEZONE_PROPERTY}={value:?} is not a time zone: use an IANA name such as Europe/Berlin, UTC, or an offset such as +02:00"
+            )
+        })
+    }
+
+    /// Microseconds since the epoch of a wall-clock time in this zone. A time that occurs
+    /// twice (clocks set back) is the earlier; one that never occurs (clocks set forward) is
+    /// read with the offset before the change, as Java's `ZonedDateTime` does.
+    fn micros(&self, local: NaiveDateTime) -> i64 {
+        let offset_seconds = match self {
+            Self::Fixed(offset) => offset.local_minus_utc(),
+            Self::Named(tz) => match tz.from_local_datetime(&local).earliest() {
+                Some(t) => t.offset().fix().local_minus_utc(),
+                None => tz
+                    .offset_from_utc_datetime(&(local - chrono::Duration::days(1)))
+                    .fix()
+                    .local_minus_utc(),
+            },
+        };
+        local.and_utc().timestamp_micros() - i64::from(offset_seconds) * 1_000_000
+    }
+}
 
 /// Parses one partition value of a column of Iceberg type `ty`. `None` (JSON null) is a
 /// null partition; so is an empty string, for every type (as the Delta protocol says).
+/// `zone` is where `timestamp` (with time zone) values without an offset were written.
 pub fn partition_literal(
     column: &str,
     ty: &PrimitiveType,
     value: Option<&str>,
+    zone: Option<&PartitionZone>,
 ) -> Result<Option<Literal>, String> {
     let Some(raw) = value else { return Ok(None) };
     // The protocol: "an empty string for any type translates to a null partition value".
@@ -35,10 +81,10 @@ pub fn partition_literal(
             Literal::date(i32::try_from(days).map_err(|_| bad("date"))?)
         }
         PrimitiveType::Timestamp => {
-            Literal::timestamp(timestamp_micros(raw).ok_or_else(|| bad("timestamp"))?)
+            Literal::timestamp(timestamp_micros(raw, None).ok_or_else(|| bad("timestamp"))?)
         }
         PrimitiveType::Timestamptz => {
-            Literal::timestamptz(timestamp_micros(raw).ok_or_else(|| bad("timestamp"))?)
+            Literal::timestamptz(timestamp_micros(raw, zone).ok_or_else(|| bad("timestamp"))?)
         }
         PrimitiveType::Decimal { scale, .. } => {
             Literal::decimal(unscaled_decimal(raw, *scale).ok_or_else(|| bad("decimal"))?)
@@ -53,8 +99,9 @@ pub fn partition_literal(
 }
 
 /// Microseconds since the epoch for Delta's partition timestamp forms:
-/// `2024-01-01 10:00:00[.ffffff]` (UTC) and ISO-8601 `2024-01-01T10:00:00.000000Z`.
-fn timestamp_micros(raw: &str) -> Option<i64> {
+/// `2024-01-01 10:00:00[.ffffff]` (in `zone`, UTC when None) and ISO-8601
+/// `2024-01-01T10:00:00.000000Z` (its own offset).
+fn timestamp_micros(raw: &str, zone: Option<&PartitionZone>) -> Option<i64> {
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
         return Some(t.timestamp_micros());
     }
@@ -72,7 +119,10 @@ fn timestamp_micros(raw: &str) -> Option<i64> {
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
         })
     })
-    .map(|t| t.and_utc().timestamp_micros())
+    .map(|t| match zone {
+        Some(zone) => zone.micros(t),
+        None => t.and_utc().timestamp_micros(),
+    })
 }
 
 /// `"-12.5"` at scale 2 -> -1250. Refuses values with more fractional digits than the scale.
@@ -111,7 +161,7 @@ mod tests {
     use super::*;
 
     fn parse(ty: PrimitiveType, raw: Option<&str>) -> Option<PrimitiveLiteral> {
-        partition_literal("c", &ty, raw)
+        partition_literal("c", &ty, raw, None)
             .unwrap()
             .map(|l| primitive_of(&l).unwrap().clone())
     }
@@ -164,6 +214,39 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_without_an_offset_are_read_in_the_tables_partition_zone() {
+        let at = |zone: &str, raw: &str| {
+            let zone = PartitionZone::parse(zone).unwrap();
+            match partition_literal("ts", &PrimitiveType::Timestamptz, Some(raw), Some(&zone)) {
+                Ok(Some(Literal::Primitive(PrimitiveLiteral::Long(micros)))) => micros,
+                other => panic!("{other:?}"),
+            }
+        };
+        let utc_ten = 1_704_103_200_000_000; // 2024-01-01T10:00:00Z
+        assert_eq!(at("UTC", "2024-01-01 10:00:00"), utc_ten);
+        assert_eq!(at("+02:00", "2024-01-01 10:00:00"), utc_ten - 7_200_000_000);
+        // Berlin is UTC+1 in winter, UTC+2 in summer
+        assert_eq!(
+            at("Europe/Berlin", "2024-01-01 10:00:00"),
+            utc_ten - 3_600_000_000
+        );
+        let july = at("Europe/Berlin", "2024-07-01 10:00:00");
+        assert_eq!(at("UTC", "2024-07-01 08:00:00"), july);
+        // a value with its own offset keeps it
+        assert_eq!(at("Europe/Berlin", "2024-01-01T10:00:00.000000Z"), utc_ten);
+        // 02:30 on 2024-03-31 never happened in Berlin: read at the offset before (UTC+1)
+        assert_eq!(
+            at("Europe/Berlin", "2024-03-31 02:30:00"),
+            at("UTC", "2024-03-31 01:30:00")
+        );
+        assert!(
+            PartitionZone::parse("Mars/Olympus")
+                .unwrap_err()
+                .contains("IANA")
+        );
+    }
+
+    #[test]
     fn decimals_scale_exactly() {
         let dec = |raw| {
             parse(
@@ -184,7 +267,8 @@ mod tests {
                     precision: 10,
                     scale: 2
                 },
-                Some("1.234")
+                Some("1.234"),
+                None
             )
             .is_err()
         );
@@ -192,7 +276,7 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_column() {
-        let err = partition_literal("year", &PrimitiveType::Int, Some("abc")).unwrap_err();
+        let err = partition_literal("year", &PrimitiveType::Int, Some("abc"), None).unwrap_err();
         assert!(err.contains("year") && err.contains("abc"), "{err}");
     }
 }

@@ -9,7 +9,7 @@ use iceberg::spec::{
 
 use super::metrics::{ColumnMetrics, column_metrics};
 use super::name_mapping::name_mapping;
-use super::partition::partition_literal;
+use super::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone, partition_literal};
 use super::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
 use crate::delta::actions::{
     Add, Metadata, Protocol, deleted_file_retention_ms, num_records, unsupported_feature,
@@ -42,6 +42,8 @@ pub struct IcebergView {
     pub name_mapping: Option<NameMapping>,
     /// Columns left out because Java Iceberg cannot read them (`lakemirror.omitted-columns`).
     pub omitted_columns: Vec<String>,
+    /// Where `timestamp` partition values without an offset were written (None: UTC).
+    pub partition_zone: Option<PartitionZone>,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -64,6 +66,14 @@ pub struct PlannedFile {
 pub struct SnapshotPlan {
     pub delta_version: i64,
     pub commit_timestamp_ms: i64,
+    /// The hash of the Delta commit file (see [`DeltaCommit::content_hash`]), when read: the
+    /// next sync checks that the log still holds this very commit.
+    pub commit_hash: Option<u64>,
+    /// The Delta table's `metaData.id`, when this version's metadata is known.
+    pub delta_table_id: Option<String>,
+    /// The oldest `deletionTimestamp` of the files this version removed (else its commit
+    /// time): VACUUM may delete them one retention period later.
+    pub removed_at_ms: Option<i64>,
     pub operation: Operation,
     /// The schema (and partition columns) when they are new or changed at this version.
     pub schema: Option<Schema>,
@@ -73,6 +83,9 @@ pub struct SnapshotPlan {
     pub name_mapping: Option<NameMapping>,
     /// The columns left out of `schema` for Java's sake, when that list changes.
     pub omitted_columns: Option<Vec<String>>,
+    /// `lakemirror.partition-values.timezone` as this version's metadata states it (inner
+    /// None: not set); None when the version has no metadata.
+    pub partition_zone: Option<Option<String>>,
     pub partition_columns: Vec<String>,
     pub added: Vec<PlannedFile>,
     /// Locations of data files that leave the table.
@@ -98,24 +111,31 @@ pub fn plan_full(
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
     check_features(table, protocol, Some(metadata))?;
+    // Over an existing mirror, a change it cannot follow starts a new history here.
+    let existing = current.filter(|c| c.delta_version.is_some());
+    if existing.is_some_and(|c| !c.column_mapped && column_mapped(metadata)) {
+        return Err(renumbered(table, snapshot.version));
+    }
     let history = names_through_history(table, current, &snapshot.active.earlier_metadata);
     let next = next_schema(table, history.as_ref().or(current), metadata)?;
+    if let Some(c) = existing
+        && (!same_partitioning(c, metadata, &next.partition_keys)
+            || c.partition_zone != next.partition_zone)
+    {
+        return Err(repartitioned(table, snapshot.version, c, metadata));
+    }
     let schema = next.schema;
     let changed = current.is_none_or(|c| c.schema.as_struct() != schema.as_struct());
+    let partitions = PartitionReading {
+        columns: &metadata.partition_columns,
+        keys: &next.partition_keys,
+        zone: next.partition_zone.as_ref(),
+    };
     let added = snapshot
         .active
         .files
         .values()
-        .map(|add| {
-            planned_file(
-                root_uri,
-                &schema,
-                &metadata.partition_columns,
-                &next.partition_keys,
-                &next.physical_names,
-                add,
-            )
-        })
+        .map(|add| planned_file(root_uri, &schema, &partitions, &next.physical_names, add))
         .collect::<Result<Vec<_>>>()?;
     let operation = if current.is_some_and(|c| c.delta_version.is_some()) {
         Operation::Overwrite
@@ -125,11 +145,20 @@ pub fn plan_full(
     Ok(SnapshotPlan {
         delta_version: snapshot.version,
         commit_timestamp_ms: snapshot.timestamp_ms,
+        commit_hash: snapshot.commit_hash,
+        delta_table_id: metadata.id.clone(),
+        // Over an existing mirror, the files this replaces left the Delta table at times
+        // the checkpoint does not tell: date their removal as early as can be, so that the
+        // snapshots before expire at once.
+        removed_at_ms: current
+            .is_some_and(|c| c.delta_version.is_some())
+            .then_some(0),
         operation,
         schema: (changed || current.is_none()).then_some(schema),
         physical_names: next.physical_names,
         name_mapping: Some(next.name_mapping),
         omitted_columns: Some(next.omitted_columns),
+        partition_zone: Some(zone_setting(metadata)),
         partition_columns: metadata.partition_columns.clone(),
         added,
         removed: Vec::new(),
@@ -150,9 +179,6 @@ fn names_through_history(
     current: Option<&IcebergView>,
     earlier: &[Metadata],
 ) -> Option<IcebergView> {
-    let column_mapped = |m: &Metadata| {
-        parse_schema(&m.schema_string).is_ok_and(|fields| max_column_mapping_id(&fields) > 0)
-    };
     let mut view = match current {
         Some(view) => view.clone(),
         None => IcebergView {
@@ -166,6 +192,7 @@ fn names_through_history(
             physical_names: HashMap::new(),
             name_mapping: None,
             omitted_columns: Vec::new(),
+            partition_zone: None,
         },
     };
     let mut grown = false;
@@ -180,6 +207,78 @@ fn names_through_history(
         grown = true;
     }
     grown.then_some(view)
+}
+
+/// With column mapping a partition column is its physical name: renaming it keeps the
+/// partitioning (Iceberg partitions by field ID).
+fn same_partitioning(view: &IcebergView, metadata: &Metadata, keys: &[String]) -> bool {
+    if view.column_mapped {
+        keys == view.partition_keys
+    } else {
+        metadata.partition_columns == view.partition_columns
+    }
+}
+
+/// Delta numbered the columns anew: the mirror's IDs no longer mean the same.
+fn renumbered(table: &str, version: i64) -> Error {
+    Error::RebuildNeeded {
+        table: table.to_string(),
+        from_version: version,
+        reason: "column mapping was turned on, which gives every column a new ID".into(),
+    }
+}
+
+/// Iceberg's partitioning is the mirror's first spec: another one starts a new history.
+fn repartitioned(table: &str, version: i64, view: &IcebergView, metadata: &Metadata) -> Error {
+    Error::RebuildNeeded {
+        table: table.to_string(),
+        from_version: version,
+        reason: format!(
+            "the partition columns changed from {:?} to {:?}",
+            view.partition_columns, metadata.partition_columns
+        ),
+    }
+}
+
+/// Whether the schema of `metadata` carries Delta's column-mapping IDs.
+fn column_mapped(metadata: &Metadata) -> bool {
+    parse_schema(&metadata.schema_string).is_ok_and(|fields| max_column_mapping_id(&fields) > 0)
+}
+
+impl IcebergView {
+    /// The view of a table that holds just `first` (a [`plan_full`] plan with its schema):
+    /// the start of a history planned in one go, before anything is written.
+    pub fn of_new_table(first: &SnapshotPlan) -> Option<IcebergView> {
+        let schema = first.schema.clone()?;
+        let partition_keys = first
+            .partition_columns
+            .iter()
+            .map(|c| {
+                schema
+                    .field_id_by_name(c)
+                    .and_then(|id| first.physical_names.get(&id))
+                    .cloned()
+                    .unwrap_or_else(|| c.clone())
+            })
+            .collect();
+        Some(IcebergView {
+            last_column_id: schema.highest_field_id(),
+            next_schema_id: schema.schema_id() + 1,
+            partition_columns: first.partition_columns.clone(),
+            partition_keys,
+            delta_version: Some(first.delta_version),
+            column_mapped: !first.physical_names.is_empty(),
+            physical_names: first.physical_names.clone(),
+            name_mapping: first.name_mapping.clone(),
+            omitted_columns: first.omitted_columns.clone().unwrap_or_default(),
+            partition_zone: first
+                .partition_zone
+                .clone()
+                .flatten()
+                .and_then(|zone| PartitionZone::parse(&zone).ok()),
+            schema,
+        })
+    }
 }
 
 /// Delta table property choosing the Iceberg format version of the mirror (2 or 3).
@@ -229,19 +328,14 @@ pub fn plan_commits(
         let mut physical = HashMap::new();
         let (mut new_mapping, mut new_omitted) = (None, None);
         if let Some(metadata) = &commit.metadata {
+            if view.delta_version.is_some() && !view.column_mapped && column_mapped(metadata) {
+                return Err(renumbered(table, commit.version));
+            }
             let next = next_schema(table, Some(&view), metadata)?;
-            // With column mapping a partition column is its physical name: renaming it
-            // keeps the partitioning (Iceberg partitions by field ID).
-            let same_partitioning = if view.column_mapped {
-                next.partition_keys == view.partition_keys
-            } else {
-                metadata.partition_columns == view.partition_columns
-            };
-            if !same_partitioning {
-                return Err(Error::InvalidInput(format!(
-                    "Delta table {table} changed its partition columns at version {} from {:?} to {:?}; lakemirror cannot evolve the Iceberg partitioning yet. Delete the Glue table and sync again to rebuild it",
-                    commit.version, view.partition_columns, metadata.partition_columns
-                )));
+            if !same_partitioning(&view, metadata, &next.partition_keys)
+                || view.partition_zone != next.partition_zone
+            {
+                return Err(repartitioned(table, commit.version, &view, metadata));
             }
             view.partition_columns = metadata.partition_columns.clone();
             view.partition_keys = next.partition_keys;
@@ -263,6 +357,11 @@ pub fn plan_commits(
                 new_schema = Some(schema);
             }
         }
+        let partitions = PartitionReading {
+            columns: &view.partition_columns,
+            keys: &view.partition_keys,
+            zone: view.partition_zone.as_ref(),
+        };
         let added = commit
             .adds
             .iter()
@@ -270,8 +369,7 @@ pub fn plan_commits(
                 planned_file(
                     root_uri,
                     &view.schema,
-                    &view.partition_columns,
-                    &view.partition_keys,
+                    &partitions,
                     &view.physical_names,
                     add,
                 )
@@ -292,11 +390,23 @@ pub fn plan_commits(
         plans.push(SnapshotPlan {
             delta_version: commit.version,
             commit_timestamp_ms: commit.timestamp_ms,
+            commit_hash: Some(commit.content_hash),
+            delta_table_id: commit.metadata.as_ref().and_then(|m| m.id.clone()),
+            removed_at_ms: (!commit.removes.is_empty()).then(|| {
+                commit
+                    .removes
+                    .iter()
+                    .map(|r| r.deletion_timestamp.unwrap_or(commit.timestamp_ms))
+                    .min()
+                    .unwrap_or(commit.timestamp_ms)
+                    .min(commit.timestamp_ms)
+            }),
             operation,
             schema: new_schema,
             physical_names: physical,
             name_mapping: new_mapping,
             omitted_columns: new_omitted,
+            partition_zone: commit.metadata.as_ref().map(zone_setting),
             partition_columns: view.partition_columns.clone(),
             added,
             removed,
@@ -341,6 +451,7 @@ struct NextSchema {
     partition_keys: Vec<String>,
     name_mapping: NameMapping,
     omitted_columns: Vec<String>,
+    partition_zone: Option<PartitionZone>,
 }
 
 /// Delta table property: keep the columns Java Iceberg cannot read in the mirror's schema
@@ -359,15 +470,6 @@ fn next_schema(
         reason,
         remedy: "The table owner can rewrite the files written before the change and clear it with ALTER TABLE … DROP FEATURE 'typeWidening' ('typeWidening-preview' on tables with the preview feature), or re-create the table with the new type; the next sync then mirrors it".into(),
     })?;
-    if let Some(c) = current
-        && !c.column_mapped
-        && c.delta_version.is_some()
-        && max_column_mapping_id(&fields) > 0
-    {
-        return Err(Error::CatalogState(format!(
-            "Delta table {table} turned on column mapping after it was mirrored; its field IDs now come from Delta and would clash with the mirror's. Delete the Glue table and sync again to rebuild it"
-        )));
-    }
     let (previous, mapping, last_id, next_id) = match current {
         Some(c) => (
             Some(&c.schema),
@@ -434,6 +536,10 @@ fn next_schema(
         &physical_names,
         &converted.void_ids,
     );
+    let partition_zone = zone_setting(metadata)
+        .map(|zone| PartitionZone::parse(&zone))
+        .transpose()
+        .map_err(|e| Error::InvalidInput(format!("Delta table {table}: {e}")))?;
     Ok(NextSchema {
         schema,
         changed,
@@ -441,24 +547,47 @@ fn next_schema(
         partition_keys,
         name_mapping,
         omitted_columns,
+        partition_zone,
     })
+}
+
+/// How the planner reads `add.partitionValues`: the partition columns, their keys there
+/// (physical names with column mapping), and the zone of timestamps without an offset.
+struct PartitionReading<'a> {
+    columns: &'a [String],
+    keys: &'a [String],
+    zone: Option<&'a PartitionZone>,
+}
+
+/// `lakemirror.partition-values.timezone` as `metadata` sets it.
+fn zone_setting(metadata: &Metadata) -> Option<String> {
+    metadata
+        .configuration
+        .get(PARTITION_TIMEZONE_PROPERTY)
+        .cloned()
+        .flatten()
+        .filter(|zone| !zone.trim().is_empty())
 }
 
 fn planned_file(
     root_uri: &str,
     schema: &Schema,
-    partition_columns: &[String],
-    partition_keys: &[String],
+    partitions: &PartitionReading,
     physical_names: &HashMap<i32, String>,
     add: &Add,
 ) -> Result<PlannedFile> {
     let location = data_file_location(root_uri, &add.path)?;
-    let partition = partition_columns
+    let partition = partitions
+        .columns
         .iter()
         .enumerate()
         .map(|(i, column)| {
-            let key = partition_keys.get(i).unwrap_or(column);
-            partition_value(schema, column, key, add)
+            let key = partitions.keys.get(i).unwrap_or(column);
+            let ty = match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
+                Some(Type::Primitive(p)) => p.clone(),
+                _ => PrimitiveType::String,
+            };
+            partition_literal(column, &ty, add.partition_value(key), partitions.zone)
         })
         .collect::<Result<Vec<Option<Literal>>, String>>()
         .map_err(|e| Error::malformed(root_uri, format!("{}: {e}", add.path)))?;
@@ -471,19 +600,6 @@ fn planned_file(
         deletion_vector: add.deletion_vector.clone(),
         metrics: column_metrics(add.stats.as_deref(), schema, physical_names),
     })
-}
-
-fn partition_value(
-    schema: &Schema,
-    column: &str,
-    key: &str,
-    add: &Add,
-) -> Result<Option<Literal>, String> {
-    let ty = match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
-        Some(Type::Primitive(p)) => p.clone(),
-        _ => PrimitiveType::String,
-    };
-    partition_literal(column, &ty, add.partition_value(key))
 }
 
 /// The full location of a data file from its Delta path (URI-encoded, relative or absolute),
@@ -562,6 +678,7 @@ mod tests {
             physical_names: HashMap::new(),
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
+            partition_zone: None,
         }
     }
 
@@ -573,6 +690,7 @@ mod tests {
             version: last.version,
             timestamp_ms: last.timestamp_ms,
             active,
+            commit_hash: Some(last.content_hash),
         }
     }
 
@@ -711,6 +829,7 @@ mod tests {
             physical_names: plan.physical_names,
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
+            partition_zone: None,
         };
         let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
         let plans =
@@ -736,8 +855,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.to_string().contains("changed its partition columns"),
+            matches!(&err, Error::RebuildNeeded { from_version: 1, reason, .. } if reason.contains("partition columns changed")),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn column_mapping_turned_on_after_mirroring_asks_for_a_new_history_from_that_version() {
+        let cm = metadata(SCHEMA)
+            .replace(
+                r#"\"metadata\":{}"#,
+                r#"\"metadata\":{\"delta.columnMapping.id\":1,\"delta.columnMapping.physicalName\":\"id\"}"#,
+            )
+            .replace(
+                r#""configuration":{}"#,
+                r#""configuration":{"delta.columnMapping.mode":"name"}"#,
+            );
+        assert!(cm.contains("columnMapping.id"), "{cm}");
+        let commits = [
+            commit(
+                1,
+                &[add("p=2021-01-02/a.parquet", "2021-01-02", true, true)],
+            ),
+            commit(2, &[protocol(2, ""), cm]),
+        ];
+        let err = plan_commits(ROOT, &view_after_create(), &commits).unwrap_err();
+        assert!(
+            matches!(&err, Error::RebuildNeeded { from_version: 2, reason, .. } if reason.contains("column mapping")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_history_planned_in_one_go_starts_from_the_view_of_its_first_plan() {
+        let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
+        let first = plan_full(ROOT, None, &snapshot).unwrap();
+        let view = IcebergView::of_new_table(&first).unwrap();
+        assert_eq!(view.delta_version, Some(0));
+        assert_eq!(view.partition_keys, vec!["p".to_string()]);
+        let plans = plan_commits(
+            ROOT,
+            &view,
+            &[commit(
+                1,
+                &[add("p=2021-01-02/a.parquet", "2021-01-02", true, true)],
+            )],
+        )
+        .unwrap();
+        assert_eq!(
+            plans[0].added[0].partition,
+            Struct::from_iter([Some(Literal::date(18629))])
         );
     }
 

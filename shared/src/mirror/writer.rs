@@ -12,15 +12,16 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
-    ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, PartitionSpecRef,
-    PrimitiveLiteral, SchemaRef, Snapshot, SortOrder, Summary, TableMetadata, TableMetadataBuilder,
-    Transform, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
+    MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder,
+    PartitionSpecRef, PrimitiveLiteral, PrimitiveType, SchemaRef, Snapshot, SortOrder, Struct,
+    StructType, Summary, TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec,
 };
 use roaring::RoaringTreemap;
 
 use super::metrics::set_metrics_modes;
 use super::name_mapping::name_mapping;
+use super::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use super::plan::{IcebergView, PlannedFile, SnapshotPlan};
 use super::puffin::deletion_vector_file;
 use crate::delta::deletion_vector::{DeletionVector, read_positions};
@@ -36,6 +37,15 @@ pub const DELTA_VERSION: &str = "delta.version";
 pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
 /// Table property naming the Delta table that is mirrored.
 pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+/// Table property: the mirrored Delta table's `metaData.id`. Another ID at the same location
+/// means the table was re-created there.
+pub const DELTA_TABLE_ID_PROPERTY: &str = "lakemirror.delta.table-id";
+/// Snapshot summary key: [`crate::delta::DeltaCommit::content_hash`] of the version's commit
+/// file, in hex. A sync checks the log still holds this commit before adding to it.
+pub const DELTA_COMMIT_HASH: &str = "lakemirror.delta.commit-hash";
+/// Snapshot summary key: when the files this version removed were removed (the oldest
+/// `deletionTimestamp`, in ms); VACUUM may delete them one retention period later.
+pub const DELTA_REMOVED_AT: &str = "lakemirror.delta.removed-at";
 /// Table property, set when the schema's IDs are Delta's column-mapping IDs.
 pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
 /// Table property: the physical name of each column-mapped field, by field ID (JSON).
@@ -45,6 +55,8 @@ pub const PHYSICAL_NAMES_PROPERTY: &str = "lakemirror.delta.physical-names";
 pub const OMITTED_COLUMNS_PROPERTY: &str = "lakemirror.omitted-columns";
 /// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
 pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
+/// Iceberg table property: whether maintenance may delete files; off for a mirror.
+pub const GC_ENABLED: &str = "gc.enabled";
 /// Snapshots expire this long before VACUUM may delete the files they still reference.
 const EXPIRY_MARGIN_MS: i64 = 3_600_000;
 /// Reserved Iceberg field IDs of a position-delete file's columns.
@@ -114,6 +126,10 @@ impl CommittedTable {
             })
             .collect();
         let omitted_columns = self.omitted_columns();
+        let partition_zone = m
+            .properties()
+            .get(PARTITION_TIMEZONE_PROPERTY)
+            .and_then(|zone| PartitionZone::parse(zone).ok());
         Ok(IcebergView {
             physical_names,
             schema: schema.as_ref().clone(),
@@ -125,7 +141,27 @@ impl CommittedTable {
             column_mapped: m.properties().contains_key(COLUMN_MAPPED_PROPERTY),
             name_mapping: mapping,
             omitted_columns,
+            partition_zone,
         })
+    }
+
+    /// The hash of the Delta commit the current snapshot mirrors, when recorded.
+    pub fn commit_hash(&self) -> Option<u64> {
+        let hex = self
+            .metadata
+            .current_snapshot()?
+            .summary()
+            .additional_properties
+            .get(DELTA_COMMIT_HASH)?;
+        u64::from_str_radix(hex, 16).ok()
+    }
+
+    /// The `metaData.id` of the Delta table mirrored, when recorded.
+    pub fn delta_table_id(&self) -> Option<&str> {
+        self.metadata
+            .properties()
+            .get(DELTA_TABLE_ID_PROPERTY)
+            .map(String::as_str)
     }
 
     /// The columns left out because Java Iceberg cannot read them.
@@ -193,6 +229,10 @@ struct LiveFile {
     snapshot_id: i64,
     sequence_number: i64,
     file_sequence_number: i64,
+    /// v3 row lineage: the first row ID the file has, given or inherited from its manifest.
+    /// Written out explicitly when the entry is carried into another manifest, so that its
+    /// rows keep their `_row_id` (the spec's rule for EXISTING and DELETED entries).
+    first_row_id: Option<i64>,
 }
 
 /// The new content of one bucket manifest (data files, or the delete files that apply to
@@ -647,6 +687,10 @@ impl TableState {
                 "write.metadata.path".to_string(),
                 writer.metadata_store.location("metadata"),
             ),
+            // The data files are Delta's: no Iceberg maintenance (expire_snapshots,
+            // remove_orphan_files, Athena VACUUM) may delete them, as Iceberg's own snapshot
+            // and migrate actions do for tables over files they do not own.
+            (GC_ENABLED.to_string(), "false".to_string()),
         ]);
         set_definition_properties(&mut properties, first)?;
         set_metrics_modes(&schema, &mut properties);
@@ -659,7 +703,9 @@ impl TableState {
             "table-uuid": uuid::Uuid::new_v4().to_string(),
             "location": table_uri,
             "last-sequence-number": 0,
-            "last-updated-ms": chrono::Utc::now().timestamp_millis(),
+            // Snapshots carry their Delta commit's time, which may be long past: the builder
+            // refuses a snapshot older than the metadata's last update.
+            "last-updated-ms": 0,
             "last-column-id": schema.highest_field_id(),
             "current-schema-id": schema.schema_id(),
             "schemas": [schema],
@@ -747,7 +793,7 @@ impl TableState {
         ] = totals;
         let mut state = Self {
             builder: Some(TableMetadataBuilder::new_from_metadata(
-                m.clone(),
+                since_last_snapshot(m)?,
                 Some(table.metadata_location.clone()),
             )),
             schema: m.current_schema().clone(),
@@ -758,7 +804,7 @@ impl TableState {
             format_version: m.format_version(),
             next_row_id: m.next_row_id(),
             last_sequence_number: m.last_sequence_number(),
-            last_timestamp_ms: m.last_updated_ms(),
+            last_timestamp_ms: m.current_snapshot().map_or(0, |s| s.timestamp_ms()),
             parent_snapshot_id: m.current_snapshot().map(|s| s.snapshot_id()),
             bucket_count: bucket_count.max(1),
             manifests,
@@ -834,6 +880,8 @@ impl TableState {
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
         set_definition_properties(&mut self.properties, &mut plan)?;
+        self.properties
+            .insert(GC_ENABLED.to_string(), "false".to_string());
         if let Some(schema) = plan.schema.take() {
             // The builder gives a schema equal to an earlier one that one's ID (a column
             // added and dropped again): snapshots and manifests must name the same ID.
@@ -1025,9 +1073,10 @@ impl TableState {
                 (Content::Data, true) => builder.build_v3_data(),
                 (Content::Deletes, true) => builder.build_v3_deletes(),
             };
+            let partition_type = self.spec.partition_type(&self.schema)?;
             for live in &kept {
                 manifest.add_existing_file(
-                    live.data_file.clone(),
+                    carried_over(live, self.spec.spec_id(), &partition_type)?,
                     live.snapshot_id,
                     live.sequence_number,
                     Some(live.file_sequence_number),
@@ -1035,7 +1084,7 @@ impl TableState {
             }
             for gone in &deleted {
                 manifest.add_delete_file(
-                    gone.data_file.clone(),
+                    carried_over(gone, self.spec.spec_id(), &partition_type)?,
                     gone.sequence_number,
                     Some(gone.file_sequence_number),
                 )?;
@@ -1048,6 +1097,7 @@ impl TableState {
                     snapshot_id,
                     sequence_number,
                     file_sequence_number: sequence_number,
+                    first_row_id: None,
                 });
             }
             let written = manifest.write_manifest_file().await?;
@@ -1066,10 +1116,21 @@ impl TableState {
         let mut list = if self.format_version == FormatVersion::V3 {
             // Row lineage: every data manifest without row IDs gets a range of them (a
             // rewritten bucket gets new ones; Delta's row tracking is not carried over).
-            for manifest in self.manifests.values_mut() {
+            for (key, manifest) in self.manifests.iter_mut() {
                 if manifest.content == ManifestContentType::Data && manifest.first_row_id.is_none()
                 {
                     manifest.first_row_id = Some(self.next_row_id);
+                    // The files this manifest added inherit their IDs from it, in order;
+                    // known now, for a later snapshot of this run that carries them over.
+                    let mut next = i64::try_from(self.next_row_id).unwrap_or(i64::MAX);
+                    for live in self.loaded.get_mut(key).into_iter().flatten() {
+                        if live.first_row_id.is_none() {
+                            live.first_row_id = Some(next);
+                            next = next.saturating_add(
+                                i64::try_from(live.data_file.record_count()).unwrap_or(i64::MAX),
+                            );
+                        }
+                    }
                     let rows = manifest.existing_rows_count.unwrap_or(0)
                         + manifest.added_rows_count.unwrap_or(0);
                     self.next_row_id = self.next_row_id.saturating_add(rows);
@@ -1115,8 +1176,12 @@ impl TableState {
         removed_position_deletes += retired_position_deletes;
         removed_files += deleted_counts.0;
         removed_records += deleted_counts.1;
-        let timestamp_ms = chrono::Utc::now()
-            .timestamp_millis()
+        // The Delta commit's time, so that time travel by timestamp finds the same version in
+        // Iceberg as in Delta; never in the future, and strictly increasing (as Delta's own
+        // commit timestamps are made for time travel).
+        let timestamp_ms = plan
+            .commit_timestamp_ms
+            .min(chrono::Utc::now().timestamp_millis())
             .max(self.last_timestamp_ms + 1);
         let summary = Summary {
             operation: plan.operation.clone(),
@@ -1163,6 +1228,17 @@ impl TableState {
                 ),
             ]),
         };
+        let mut summary = summary;
+        if let Some(hash) = plan.commit_hash {
+            summary
+                .additional_properties
+                .insert(DELTA_COMMIT_HASH.to_string(), format!("{hash:016x}"));
+        }
+        if let Some(removed_at) = plan.removed_at_ms {
+            summary
+                .additional_properties
+                .insert(DELTA_REMOVED_AT.to_string(), removed_at.to_string());
+        }
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(self.parent_snapshot_id)
@@ -1246,6 +1322,7 @@ impl TableState {
                 .build()?
                 .metadata;
         }
+        let metadata = with_full_snapshot_log(metadata)?;
         let location = writer.metadata_location(&format!(
             "{:05}-{}.metadata.json",
             metadata.last_sequence_number(),
@@ -1274,6 +1351,9 @@ fn set_definition_properties(
     properties: &mut HashMap<String, String>,
     plan: &mut SnapshotPlan,
 ) -> Result<()> {
+    if let Some(id) = plan.delta_table_id.take() {
+        properties.insert(DELTA_TABLE_ID_PROPERTY.to_string(), id);
+    }
     if let Some(mapping) = plan.name_mapping.take() {
         properties.insert(
             iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
@@ -1287,6 +1367,15 @@ fn set_definition_properties(
             PHYSICAL_NAMES_PROPERTY.to_string(),
             serde_json::to_string(&sorted)?,
         );
+    }
+    match plan.partition_zone.take() {
+        Some(Some(zone)) => {
+            properties.insert(PARTITION_TIMEZONE_PROPERTY.to_string(), zone);
+        }
+        Some(None) => {
+            properties.remove(PARTITION_TIMEZONE_PROPERTY);
+        }
+        None => {}
     }
     match plan.omitted_columns.take() {
         Some(omitted) if omitted.is_empty() => {
@@ -1315,9 +1404,45 @@ fn main_only(metadata: &TableMetadata) -> bool {
         .unwrap_or(false)
 }
 
+/// The metadata as loaded, with `last-updated-ms` no later than its current snapshot: new
+/// snapshots carry their Delta commit's time, which the builder refuses when older than the
+/// last update (less a minute), and a mirror written before snapshots took Delta's times
+/// was last updated at sync time.
+fn since_last_snapshot(metadata: &TableMetadata) -> Result<TableMetadata> {
+    let Some(current) = metadata.current_snapshot() else {
+        return Ok(metadata.clone());
+    };
+    if metadata.last_updated_ms() <= current.timestamp_ms() {
+        return Ok(metadata.clone());
+    }
+    let mut json = serde_json::to_value(metadata)?;
+    json["last-updated-ms"] = current.timestamp_ms().into();
+    Ok(serde_json::from_value(json)?)
+}
+
+/// The metadata with a snapshot log entry for every snapshot, in order. The builder keeps
+/// only the last of the snapshots added in one go (the others were never "current" to it),
+/// but each is a Delta version that was current from its commit's time: time travel by
+/// timestamp (`FOR TIMESTAMP AS OF`) reads the log.
+fn with_full_snapshot_log(metadata: TableMetadata) -> Result<TableMetadata> {
+    if !main_only(&metadata) {
+        return Ok(metadata);
+    }
+    let mut snapshots: Vec<_> = metadata.snapshots().collect();
+    snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    let log: Vec<serde_json::Value> = snapshots
+        .iter()
+        .map(|s| serde_json::json!({"timestamp-ms": s.timestamp_ms(), "snapshot-id": s.snapshot_id()}))
+        .collect();
+    let mut json = serde_json::to_value(&metadata)?;
+    json["snapshot-log"] = log.into();
+    Ok(serde_json::from_value(json)?)
+}
+
 /// The snapshots to expire, oldest first, and the oldest one kept. Delta VACUUM may delete a
-/// file `retention` after the commit that removed it, so a snapshot must go before the next
-/// Delta commit is `retention` old (less a margin); the current snapshot always stays.
+/// file `retention` after it was removed, so a snapshot must go before the earliest removal
+/// by any later version is `retention` old (less a margin); the history is also kept no
+/// longer than a retention period after the next version. The current snapshot always stays.
 fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i64>, Option<i64>) {
     let mut snapshots: Vec<_> = metadata.snapshots().collect();
     snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
@@ -1332,6 +1457,27 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
     if !linear || !current_is_newest {
         return (Vec::new(), None);
     }
+    // The earliest removal of each version that removed files: its removes' own
+    // deletionTimestamp (a MERGE or OPTIMIZE that ran for hours removed files long before it
+    // committed), else, for snapshots written before that was recorded, its commit time.
+    let removed_at = |s: &Snapshot| {
+        let summary = &s.summary().additional_properties;
+        let number = |key: &str| summary.get(key).and_then(|v| v.parse::<i64>().ok());
+        number(DELTA_REMOVED_AT).or_else(|| {
+            let removed = number("deleted-data-files").unwrap_or(0) > 0
+                || number("removed-delete-files").unwrap_or(0) > 0;
+            removed.then(|| number(DELTA_COMMIT_TIMESTAMP).unwrap_or(s.timestamp_ms()))
+        })
+    };
+    // later_removal[i]: the earliest removal by any version after snapshot i.
+    let mut later_removal = vec![None; snapshots.len()];
+    let mut earliest: Option<i64> = None;
+    for (i, s) in snapshots.iter().enumerate().rev() {
+        later_removal[i] = earliest;
+        if let Some(t) = removed_at(s) {
+            earliest = Some(earliest.map_or(t, |e| e.min(t)));
+        }
+    }
     let commit_time = |s: &Snapshot| {
         s.summary()
             .additional_properties
@@ -1339,15 +1485,16 @@ fn expirable(metadata: &TableMetadata, now_ms: i64, retention_ms: i64) -> (Vec<i
             .and_then(|t| t.parse::<i64>().ok())
             .unwrap_or(s.timestamp_ms())
     };
-    let mut expired = Vec::new();
-    for pair in snapshots.windows(2) {
-        let (old, next) = (pair[0], pair[1]);
-        if commit_time(next) + retention_ms - EXPIRY_MARGIN_MS <= now_ms {
-            expired.push(old.snapshot_id());
-        } else {
-            break;
-        }
-    }
+    let past = |t: i64| t.saturating_add(retention_ms) - EXPIRY_MARGIN_MS <= now_ms;
+    // A snapshot goes when VACUUM may have deleted a file it reads (a later version removed
+    // it a retention period ago), and, to bound the history as before, once the version
+    // after it is a retention period old.
+    let expired: Vec<i64> = snapshots
+        .windows(2)
+        .zip(&later_removal)
+        .take_while(|(pair, removal)| removal.is_some_and(past) || past(commit_time(pair[1])))
+        .map(|(pair, _)| pair[0].snapshot_id())
+        .collect();
     // Checked last: it serializes the metadata, and most syncs expire nothing.
     if expired.is_empty() || !main_only(metadata) {
         return (Vec::new(), None);
@@ -1390,18 +1537,103 @@ async fn read_live_files(
     manifest: &ManifestFile,
 ) -> Result<Vec<LiveFile>> {
     let (bytes, _) = writer.metadata_store.get(&manifest.manifest_path).await?;
-    Ok(parse_manifest(writer, manifest, bytes)
-        .await?
-        .entries()
+    let parsed = parse_manifest(writer, manifest, bytes).await?;
+    // First row ID inheritance (v3): a data file without one takes the manifest's plus the
+    // record counts of the files before it that had none, live or not, in manifest order.
+    let mut next_row_id = manifest.first_row_id.and_then(|id| i64::try_from(id).ok());
+    let mut live = Vec::new();
+    for e in parsed.entries() {
+        let file = e.data_file();
+        let first_row_id = match (file.first_row_id(), next_row_id) {
+            (Some(id), _) => Some(id),
+            (None, Some(next)) if file.content_type() == DataContentType::Data => {
+                let count = i64::try_from(file.record_count()).unwrap_or(i64::MAX);
+                next_row_id = Some(next.saturating_add(count));
+                Some(next)
+            }
+            (None, _) => None,
+        };
+        if e.is_alive() {
+            live.push(LiveFile {
+                data_file: file.clone(),
+                snapshot_id: e.snapshot_id().unwrap_or(manifest.added_snapshot_id),
+                sequence_number: e.sequence_number().unwrap_or(manifest.sequence_number),
+                file_sequence_number: e.file_sequence_number.unwrap_or(manifest.sequence_number),
+                first_row_id,
+            });
+        }
+    }
+    Ok(live)
+}
+
+/// A live entry as it goes into a rewritten manifest: its partition values in the current
+/// partition type (a widened partition column, `int` to `long`, is written as the wider
+/// type, which the manifest writer requires of every entry) and its first row ID written
+/// out. Unchanged when neither applies.
+fn carried_over(live: &LiveFile, spec_id: i32, partition_type: &StructType) -> Result<DataFile> {
+    let file = &live.data_file;
+    let promoted = promoted_partition(file.partition(), partition_type);
+    let first_row_id = live.first_row_id.filter(|_| file.first_row_id().is_none());
+    if promoted.is_none() && first_row_id.is_none() {
+        return Ok(file.clone());
+    }
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(promoted.unwrap_or_else(|| file.partition().clone()))
+        .partition_spec_id(spec_id)
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(first_row_id.or(file.first_row_id()))
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(id) = file.sort_order_id() {
+        builder.sort_order_id(id);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", file.file_path())))
+}
+
+/// The partition tuple with each value widened to the partition field's type where Iceberg's
+/// type promotion widened the column (int to long, float to double); None when nothing
+/// changes. Decimal values keep their unscaled value (promotion keeps the scale).
+fn promoted_partition(partition: &Struct, partition_type: &StructType) -> Option<Struct> {
+    let mut changed = false;
+    let values: Vec<Option<Literal>> = partition
         .iter()
-        .filter(|e| e.is_alive())
-        .map(|e| LiveFile {
-            data_file: e.data_file().clone(),
-            snapshot_id: e.snapshot_id().unwrap_or(manifest.added_snapshot_id),
-            sequence_number: e.sequence_number().unwrap_or(manifest.sequence_number),
-            file_sequence_number: e.file_sequence_number.unwrap_or(manifest.sequence_number),
+        .zip(partition_type.fields())
+        .map(|(value, field)| {
+            let target = field.field_type.as_primitive_type();
+            match (value, target) {
+                (Some(Literal::Primitive(PrimitiveLiteral::Int(v))), Some(PrimitiveType::Long)) => {
+                    changed = true;
+                    Some(Literal::long(i64::from(v.to_owned())))
+                }
+                (
+                    Some(Literal::Primitive(PrimitiveLiteral::Float(v))),
+                    Some(PrimitiveType::Double),
+                ) => {
+                    changed = true;
+                    Some(Literal::double(f64::from(v.0)))
+                }
+                (value, _) => value.cloned(),
+            }
         })
-        .collect())
+        .collect();
+    changed.then(|| Struct::from_iter(values))
 }
 
 fn data_file(file: &PlannedFile, spec_id: i32) -> Result<DataFile> {
