@@ -196,4 +196,7 @@ def test_log_cleaned_up_after_the_synced_version_rebuilds_from_the_checkpoint(or
     assert result.json["snapshots_committed"] == 1
     snaps = t.check(result)
     assert snaps[-1]["summary"]["operation"] == "overwrite"
-    assert [s["summary"]["delta.version"] for s in snaps] == ["0", "3"]
+    # The files the rebuild replaced left Delta at times the checkpoint does not tell, so
+    # VACUUM may have deleted them already: the snapshot before expires at once.
+    assert [s["summary"]["delta.version"] for s in snaps] == ["3"]
+    assert result.json["expired_snapshots"] == 1

@@ -50,14 +50,16 @@ class DeltaLog:
 
     def add(self, name: str, table: pa.Table, partition_values=None) -> dict:
         """Writes `table` as `name` and returns its add action (with numRecords)."""
+        (self.root / name).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, self.root / name)
         return {"add": {"path": name, "partitionValues": dict(partition_values or {}),
                         "size": (self.root / name).stat().st_size, "modificationTime": self.started,
                         "dataChange": True, "stats": json.dumps({"numRecords": table.num_rows})}}
 
-    def commit(self, *actions) -> int:
+    def commit(self, *actions, info=None) -> int:
+        """Writes the next commit; `info` replaces the commitInfo (timestamp: started + version)."""
         self.version += 1
-        info = {"commitInfo": {"timestamp": self.started + self.version}}
+        info = {"commitInfo": info or {"timestamp": self.started + self.version}}
         path = self.root / "_delta_log" / f"{self.version:020}.json"
         path.write_text("\n".join(json.dumps(a) for a in (info, *actions)))
         return self.version

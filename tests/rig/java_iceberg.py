@@ -50,7 +50,7 @@ class JavaIceberg:
         self.log = open(log_path, "wb")
         python = venv() / "bin" / "python"
         self.proc = subprocess.Popen(
-            [str(python), str(Path(__file__).with_name("java_reader.py")), str(self.scratch / "warehouse")],
+            [str(python), str(Path(__file__).with_name("java_reader.py"))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
         ready = self._answer(START_TIMEOUT_S)
         if "ready" not in ready:
@@ -73,24 +73,28 @@ class JavaIceberg:
         self.proc.stdin.flush()
         return self._answer(READ_TIMEOUT_S)
 
-    def read(self, metadata_location: str, snapshot_id=None):
-        """The rows as a pyarrow table, or raises JavaReadError with Java's causes."""
+    def read(self, metadata_location: str, snapshot_id=None, as_of_timestamp=None, columns=None):
+        """The rows as a pyarrow table (of the current snapshot, or the one given by ID or
+        current at a time in ms; `columns` may name metadata columns such as `_row_id`), or
+        raises JavaReadError with Java's causes."""
         location = as_file_uri(metadata_location)
         out = self.scratch / f"read-{uuid.uuid4().hex}"
-        answer = self._call({"op": "read", "location": location, "snapshot_id": snapshot_id, "out": str(out)})
+        answer = self._call({"op": "read", "location": location, "snapshot_id": snapshot_id,
+                             "as_of_timestamp": as_of_timestamp, "columns": columns, "out": str(out)})
         if not answer["ok"]:
             raise JavaReadError(f"Java Iceberg cannot read {location}: {answer['error']}")
         return pq.read_table(out)
 
-    def rows(self, metadata_location: str, snapshot_id=None, columns=None) -> list[tuple]:
-        return judge.arrow_rows(self.read(metadata_location, snapshot_id), columns)
+    def rows(self, metadata_location: str, snapshot_id=None, columns=None, as_of_timestamp=None) -> list[tuple]:
+        return judge.arrow_rows(self.read(metadata_location, snapshot_id, as_of_timestamp, columns), columns)
 
-    def sql(self, *statements: str) -> list[list[str]]:
-        """Runs Spark SQL (the `judge` catalog is a Hadoop catalog); the last statement's rows."""
-        answer = self._call({"op": "sql", "statements": list(statements)})
+    def maintain(self, metadata_location: str, action: str) -> str:
+        """Runs Iceberg's `expire_snapshots` or `remove_orphan_files` (SparkActions) on the
+        table, removing all it considers old; what it did, or JavaReadError with Java's refusal."""
+        answer = self._call({"op": "maintain", "location": as_file_uri(metadata_location), "action": action})
         if not answer["ok"]:
-            raise JavaReadError(f"Java Iceberg: {answer['error']}")
-        return answer["rows"]
+            raise JavaReadError(f"Java Iceberg {action}: {answer['error']}")
+        return answer["result"]
 
     def close(self):
         try:

@@ -4,12 +4,13 @@ Runs inside the venv that ../shared/tools/java-iceberg/setup.sh makes (pyspark p
 Iceberg runtime jar), started once per test session by tests/rig/java_iceberg.py. One JSON
 request per stdin line, one JSON answer per stdout line:
 
-  {"op": "read", "location": "file:///…/00003-….metadata.json", "snapshot_id": null | id,
-   "out": "/tmp/…/dir"}
+  {"op": "read", "location": "file:///…/00003-….metadata.json", "out": "/tmp/…/dir",
+   "snapshot_id": id, "as_of_timestamp": ms, "columns": ["_row_id", "id"]}   (all optional)
       -> {"ok": true}, the rows in OUT as Parquet (timestamps in microseconds, UTC), or
          {"ok": false, "error": "<the innermost Java causes>"}
-  {"op": "sql", "statements": ["CALL …", …]}  (against the `judge` Hadoop catalog, see below)
-      -> {"ok": true, "rows": [[…], …]} of the last statement, or {"ok": false, "error": …}
+  {"op": "maintain", "location": …, "action": "expire_snapshots" | "remove_orphan_files"}
+      Iceberg's own maintenance (SparkActions), everything older than now
+      -> {"ok": true, "result": "<what it did>"} or {"ok": false, "error": …}
 
 Spark starts once (about 10 s); a read then takes a fraction of a second. This is the
 Iceberg implementation Athena, EMR, Glue ETL and Spark build on, so its refusals are the ones
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import col
 
 VENV = Path(sys.prefix)
 RUNTIME = glob.glob(str(VENV / "lib/python3*/site-packages/snowpark_connect_deps_iceberg/jars/"
@@ -29,17 +31,11 @@ RUNTIME = glob.glob(str(VENV / "lib/python3*/site-packages/snowpark_connect_deps
 JACKSON = VENV / "iceberg-jackson-relocated.jar"
 
 
-def session(warehouse: str) -> SparkSession:
+def session() -> SparkSession:
     if not RUNTIME or not JACKSON.is_file():
         raise SystemExit(f"the Java Iceberg venv at {VENV} is incomplete: run ../shared/tools/java-iceberg/setup.sh")
     spark = (SparkSession.builder.master("local[2]").appName("lakemirror-java-judge")
              .config("spark.jars", f"{RUNTIME[0]},{JACKSON}")
-             .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-             # A Hadoop catalog for maintenance procedures (expire_snapshots, remove_orphan_files)
-             # on tables registered into it from a metadata file.
-             .config("spark.sql.catalog.judge", "org.apache.iceberg.spark.SparkCatalog")
-             .config("spark.sql.catalog.judge.type", "hadoop")
-             .config("spark.sql.catalog.judge.warehouse", warehouse)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
              .config("spark.ui.enabled", "false")
@@ -55,6 +51,22 @@ def causes(error: Exception) -> str:
     return " | ".join(lines[-3:]) or str(error)[:2000]
 
 
+def maintain(spark: SparkSession, location: str, action: str) -> str:
+    """Runs one of Iceberg's maintenance actions on the table at a metadata file, the way a
+    user's Spark job, EMR step or Glue job would, removing everything it considers old."""
+    jvm = spark._jvm
+    table = jvm.org.apache.iceberg.hadoop.HadoopTables(spark._jsc.hadoopConfiguration()).load(location)
+    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    now = jvm.java.lang.System.currentTimeMillis()
+    if action == "expire_snapshots":
+        result = actions.expireSnapshots(table).expireOlderThan(now).retainLast(1).execute()
+        return f"deleted data files: {result.deletedDataFilesCount()}, manifests: {result.deletedManifestsCount()}"
+    if action == "remove_orphan_files":
+        result = actions.deleteOrphanFiles(table).olderThan(now).execute()
+        return "deleted: " + ", ".join(str(p) for p in result.orphanFileLocations())
+    raise ValueError(f"unknown maintenance action {action!r}")
+
+
 def serve(spark: SparkSession) -> None:
     for line in sys.stdin:
         request = json.loads(line)
@@ -63,13 +75,16 @@ def serve(spark: SparkSession) -> None:
                 reader = spark.read.format("iceberg")
                 if request.get("snapshot_id") is not None:
                     reader = reader.option("snapshot-id", str(request["snapshot_id"]))
-                reader.load(request["location"]).coalesce(1).write.mode("overwrite").parquet(request["out"])
+                if request.get("as_of_timestamp") is not None:
+                    reader = reader.option("as-of-timestamp", str(request["as_of_timestamp"]))
+                frame = reader.load(request["location"])
+                if request.get("columns"):
+                    quoted = ["`" + c.replace("`", "``") + "`" for c in request["columns"]]
+                    frame = frame.select(*[col(q) for q in quoted])
+                frame.coalesce(1).write.mode("overwrite").parquet(request["out"])
                 answer = {"ok": True}
-            elif request["op"] == "sql":
-                rows = []
-                for statement in request["statements"]:
-                    rows = [list(map(str, row)) for row in spark.sql(statement).collect()]
-                answer = {"ok": True, "rows": rows}
+            elif request["op"] == "maintain":
+                answer = {"ok": True, "result": maintain(spark, request["location"], request["action"])}
             else:
                 answer = {"ok": False, "error": f"unknown op {request['op']!r}"}
         except Exception as e:  # noqa: BLE001 - every failure is an answer, the service goes on
@@ -78,7 +93,7 @@ def serve(spark: SparkSession) -> None:
 
 
 if __name__ == "__main__":
-    spark = session(sys.argv[1])
+    spark = session()
     print(json.dumps({"ready": spark.version}), flush=True)
     serve(spark)
     spark.stop()
