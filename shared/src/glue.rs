@@ -207,7 +207,7 @@ impl GlueCatalog {
             Some(bytes) => bytes,
             // Our own metadata, gone with the Delta table's folder: the mirror is lost, and
             // the sync writes it anew (or reports the Delta table missing).
-            None if metadata_store.holds(location) => {
+            None if metadata_store.contains(location) => {
                 return Ok(GlueTable {
                     database: database.into(),
                     name: name.into(),

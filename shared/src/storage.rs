@@ -172,6 +172,17 @@ impl TableStorage {
         self.key_part(location).is_some()
     }
 
+    /// Whether `location` lies under this store's root, not merely in its bucket: a file of
+    /// this table's own. A path with a `.` or `..` segment never does.
+    pub fn contains(&self, location: &str) -> bool {
+        location.strip_prefix(&self.root_uri).is_some_and(|rest| {
+            rest.starts_with('/')
+                && !rest
+                    .split('/')
+                    .any(|segment| segment == ".." || segment == ".")
+        })
+    }
+
     /// What follows the scheme and bucket, when `location` is in this store.
     fn key_part<'a>(&self, location: &'a str) -> Option<&'a str> {
         let rest = location.strip_prefix(&self.authority)?;
@@ -303,6 +314,20 @@ mod tests {
             "a bucket whose name starts alike is another bucket"
         );
         assert!(s.key("s3://lakehouse/x.json").is_err());
+    }
+
+    #[test]
+    fn a_table_contains_only_what_lies_under_its_root() {
+        let s = TableStorage::open("s3://lake/a/_lakemirror/iceberg", Arc::default()).unwrap();
+        assert!(s.contains("s3://lake/a/_lakemirror/iceberg/metadata/x.avro"));
+        for other in [
+            "s3://lake/b/_lakemirror/iceberg/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg-other/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg/../../b/_lakemirror/iceberg/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg",
+        ] {
+            assert!(!s.contains(other), "{other}");
+        }
     }
 
     #[test]

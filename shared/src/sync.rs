@@ -457,6 +457,10 @@ async fn checked_full(
         _ => None,
     };
     let format_version = Some(current.metadata.format_version());
+    if reason.is_none() && snapshot.version < synced {
+        tracing::warn!(table = %read.full_name(), synced, target = snapshot.version, "the mirror is already past the requested version; lakemirror never rewinds a table");
+        return Ok(Planned::default());
+    }
     match reason {
         Some(reason) => rebuild(log, request, None, reason, format_version).await,
         None => match plan_full(root, Some(view), &snapshot) {

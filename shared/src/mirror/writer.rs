@@ -396,17 +396,17 @@ impl MetadataWriter {
             for manifest in &expired_delete_manifests {
                 for entry in read_entries(self, manifest).await? {
                     let path = entry.data_file().file_path();
-                    let ours = self.metadata_store.holds(path) && path.contains("/deletes/");
+                    let ours = self.metadata_store.contains(path);
                     if ours && !live.contains(path) && !files.iter().any(|f| f == path) {
                         files.push(path.to_string());
                     }
                 }
             }
         }
-        // Only ever our own metadata files: never a data file.
-        files.retain(|f| {
-            self.metadata_store.holds(f) && (f.contains("/metadata/") || f.contains("/deletes/"))
-        });
+        // Only ever this table's own metadata files: never a data file, never another
+        // table's (the lists and manifests read above were checked; the delete files they
+        // name are filtered here).
+        files.retain(|f| self.metadata_store.contains(f));
         Ok(files)
     }
 
@@ -416,12 +416,36 @@ impl MetadataWriter {
         list: &str,
         metadata: &TableMetadata,
     ) -> Result<Option<Vec<ManifestFile>>> {
+        self.own(list)?;
         let Some(bytes) = self.metadata_store.get_if_exists(list).await? else {
             return Ok(None);
         };
-        let list =
-            iceberg::spec::ManifestList::parse_with_version(&bytes, metadata.format_version())?;
-        Ok(Some(list.consume_entries().into_iter().collect()))
+        self.own_manifests(&bytes, metadata.format_version())
+            .map(Some)
+    }
+
+    /// The manifests a manifest list's bytes name, each of this table's own.
+    fn own_manifests(&self, list: &[u8], version: FormatVersion) -> Result<Vec<ManifestFile>> {
+        let list = iceberg::spec::ManifestList::parse_with_version(list, version)?;
+        let manifests: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
+        for manifest in &manifests {
+            self.own(&manifest.manifest_path)?;
+        }
+        Ok(manifests)
+    }
+
+    /// Refuses a metadata file outside this table's metadata folder. The mirror writes only
+    /// there; a manifest list or manifest naming another place was written by someone else
+    /// (whoever may write the Delta table's files may write there too), and following it
+    /// could read, or expire and delete, another table's metadata.
+    fn own(&self, location: &str) -> Result<()> {
+        if self.metadata_store.contains(location) {
+            return Ok(());
+        }
+        Err(Error::CatalogState(format!(
+            "the mirror's metadata names {location}, which is outside its metadata folder {}: someone else changed the table's Iceberg metadata, and lakemirror does not follow it; nothing was written. Delete the Glue table and sync again to rebuild the mirror",
+            self.metadata_store.root_uri()
+        )))
     }
 
     fn metadata_location(&self, name: &str) -> String {
@@ -757,9 +781,9 @@ impl TableState {
         let mut totals = [0u64; 4];
         if let Some(snapshot) = m.current_snapshot() {
             let list_location = snapshot.manifest_list();
+            writer.own(list_location)?;
             let (bytes, _) = writer.metadata_store.get(list_location).await?;
-            let list = iceberg::spec::ManifestList::parse_with_version(&bytes, m.format_version())?;
-            for manifest in list.consume_entries() {
+            for manifest in writer.own_manifests(&bytes, m.format_version())? {
                 let content = match manifest.content {
                     ManifestContentType::Deletes => Content::Deletes,
                     ManifestContentType::Data => Content::Data,
