@@ -179,9 +179,28 @@ enum Function {
         #[arg(long)]
         event: std::path::PathBuf,
         /// The synced tables as TOML text ([[tables]] entries, as for lakebase-sync
-        /// --config) or the s3:// URI of such a file.
-        #[arg(long, env = "LAKEBASE_CONFIG")]
-        lakebase_config: String,
+        /// --config).
+        #[arg(
+            long,
+            env = "LAKEBASE_CONFIG",
+            required_unless_present = "lakebase_config_uri",
+            conflicts_with = "lakebase_config_uri"
+        )]
+        lakebase_config: Option<String>,
+        /// The s3:// URI of the TOML file listing the synced tables; it may not lie under
+        /// --table-prefixes, where whoever writes Delta tables may write it.
+        #[arg(long, env = "LAKEBASE_CONFIG_URI")]
+        lakebase_config_uri: Option<String>,
+        /// Where Delta tables live (s3://bucket/prefix, comma-separated).
+        #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
+        table_prefixes: Vec<String>,
+        /// Let a table ask sync.conflict_on_existing = "replace" (drop and replace a table
+        /// lakemirror did not create) [default: refused].
+        #[arg(long, env = "LAKEBASE_ALLOW_REPLACE")]
+        lakebase_allow_replace: bool,
+        /// The PostgreSQL schemas targets may lie in, comma-separated [default: any].
+        #[arg(long, env = "LAKEBASE_ALLOWED_SCHEMAS")]
+        lakebase_allowed_schemas: Option<String>,
         /// postgres://user@host:port/database?sslmode=verify-full [default: the libpq
         /// environment].
         #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
@@ -370,17 +389,30 @@ async fn main() -> ExitCode {
                 Function::LakebaseSync {
                     event,
                     lakebase_config,
+                    lakebase_config_uri,
+                    table_prefixes,
+                    lakebase_allow_replace,
+                    lakebase_allowed_schemas,
                     postgres_url,
                     postgres_password_secret_arn,
                     unity,
                     uc_token_secret_arn,
                 },
         } => {
-            let config = lakemirror::lakebase::function::LakebaseSyncConfig {
-                config: lakebase_config,
+            use lakemirror::lakebase::function::{
+                ConfigSource, LakebaseSyncConfig, allowed_schemas,
+            };
+            let config = LakebaseSyncConfig {
+                config: match (lakebase_config, lakebase_config_uri) {
+                    (Some(text), _) => ConfigSource::Text(text),
+                    (None, uri) => ConfigSource::Object(uri.unwrap_or_default()),
+                },
                 postgres_url,
                 password_secret_arn: postgres_password_secret_arn,
                 unity: unity.config(uc_token_secret_arn, None, None, Vec::new()),
+                table_prefixes,
+                allow_replace: lakebase_allow_replace,
+                allowed_schemas: allowed_schemas(lakebase_allowed_schemas.as_deref()),
             };
             invoke_lakebase_sync(&event, config).await
         }

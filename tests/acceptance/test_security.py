@@ -48,3 +48,51 @@ def test_an_expired_manifest_list_naming_another_tables_manifest_deletes_nothing
     assert local_keys(tmp_path / "b") == b_files, "nothing of B was deleted"
     assert [s["summary"]["delta.version"] for s in judge.iceberg_snapshots(glue_database, "a")] == ["0"]
     assert_mirrors(b, glue_database, "b", mirrored_b, java=java_iceberg)
+
+
+def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_the_stack_allows(
+        bucket, s3, delta_storage_options, postgres_url, lakemirror, tmp_path):
+    import json
+
+    import psycopg
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.test_lakebase import pg_rows
+    from acceptance.test_lakebase_function import SCHEDULE
+
+    uri = f"s3://{bucket}/lake/orders"
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute("CREATE TABLE public.victim (secret text)")
+        con.execute("INSERT INTO public.victim VALUES ('keep me')")
+        con.execute("CREATE SCHEMA admin")
+    event = tmp_path / "tick.json"
+    event.write_text(json.dumps(SCHEDULE))
+
+    def run(env):
+        env = {"POSTGRES_URL": postgres_url, "TABLE_PREFIXES": f"s3://{bucket}/lake",
+               "LAKEBASE_ALLOWED_SCHEMAS": "public", **env}
+        return lakemirror("invoke", "lakebase-sync", "--event", event, env=env, check=False)
+
+    # 1. A data writer plants a config next to the tables: refused, whatever it says.
+    planted = f'[[tables]]\nsource.path = "{uri}"\ntarget.table_name = "orders"\n'
+    s3.put_object(Bucket=bucket, Key="lake/lakebase.toml", Body=planted.encode())
+    result = run({"LAKEBASE_CONFIG_URI": f"s3://{bucket}/lake/lakebase.toml"})
+    assert result.returncode != 0 and "TABLE_PREFIXES" in result.stderr.strip().splitlines()[-1], result.stderr
+    # 2. A config may not replace a table lakemirror did not create unless the stack allows it.
+    replace = f'[[tables]]\nsource.path = "{uri}"\ntarget.table_name = "victim"\nsync.conflict_on_existing = "replace"\n'
+    result = run({"LAKEBASE_CONFIG": replace})
+    assert result.returncode != 0 and "LAKEBASE_ALLOW_REPLACE" in result.stderr, result.stderr
+    assert pg_rows(postgres_url, '"public"."victim"', ["secret"]) == [("keep me",)]
+    # 3. ... nor write outside the allowed schemas.
+    elsewhere = f'[[tables]]\nsource.path = "{uri}"\ntarget.table_name = "admin.users"\n'
+    result = run({"LAKEBASE_CONFIG": elsewhere})
+    assert result.returncode != 0 and "LAKEBASE_ALLOWED_SCHEMAS" in result.stderr, result.stderr
+    with psycopg.connect(postgres_url) as con:
+        assert con.execute("SELECT to_regclass('admin.users')").fetchone() == (None,)
+    # The same config kept where only the stack's owners write, and a replace the stack allows.
+    s3.put_object(Bucket=bucket, Key="config/lakebase.toml", Body=replace.encode())
+    allowed = run({"LAKEBASE_CONFIG_URI": f"s3://{bucket}/config/lakebase.toml", "LAKEBASE_ALLOW_REPLACE": "true"})
+    assert allowed.returncode == 0, allowed.stderr
+    assert sorted(pg_rows(postgres_url, '"public"."victim"', ["id"])) == [(1,), (2,)]

@@ -110,7 +110,8 @@ def test_roles_name_every_action_and_scope_every_resource(role_name):
             text = resource_text(resource)
             assert text.strip() != "*", f"{role_name}: {statement.get('Sid')} grants every resource"
             scoped = "${AWS::AccountId}" in text or text.startswith(
-                ("arn:${AWS::Partition}:s3:::${DataBucket}", "ref:", "getatt:"))
+                ("arn:${AWS::Partition}:s3:::${DataBucket}", "ref:", "getatt:")) or (
+                statement.get("Sid") == "ReadLakebaseConfig" and is_the_config_object(resource))
             assert scoped, f"{role_name}: {statement.get('Sid')} resource {text} is not scoped to the stack's bucket or account"
             for wide in ("database/*", "table/*", "secret:*", "log-group:*", "queue/*"):
                 assert wide not in text, f"{role_name}: {statement.get('Sid')} resource {text} spans {wide}"
@@ -118,6 +119,21 @@ def test_roles_name_every_action_and_scope_every_resource(role_name):
                 assert text.split("${DataBucket}/", 1)[1].startswith("${P}"), \
                     f"{role_name}: object access {text} is not under a table prefix"
     assert actions == EXPECTED_ACTIONS[role_name]
+
+
+def is_the_config_object(resource) -> bool:
+    """The one S3 object LakebaseConfigUri names (split out of "<uri>s3://")."""
+    return resource == {"!Sub": ["arn:${AWS::Partition}:s3:::${O}", {"O": {"!Select": [1, {"!Split": [
+        "s3://", {"!Sub": "${LakebaseConfigUri}s3://"}]}]}}]}
+
+
+def test_the_lakebase_config_is_read_from_its_own_object_only():
+    role = template()["Resources"]["LakebaseSyncRole"]
+    raw = role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    (config,) = [s["!If"] for s in raw if isinstance(s, dict) and "!If" in s
+                 and s["!If"][1].get("Sid") == "ReadLakebaseConfig"]
+    assert config[0] == "HasLakebaseConfigUri" and config[2] == {"!Ref": "AWS::NoValue"}
+    assert config[1]["Action"] == "s3:GetObject" and is_the_config_object(config[1]["Resource"])
 
 
 def test_functions_use_the_explicit_roles_and_only_the_vpc_policy_is_managed():

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::config::{SyncedTable, parse_config};
+use super::config::{Conflict, SyncedTable, parse_config};
 use super::postgres::{Connection, pg_error};
 use super::sync::{LakebaseReport, STATE_TABLE, lakebase_sync};
 use crate::error::{Error, Result};
@@ -24,11 +24,16 @@ use crate::unity::function::UnityConfig;
 const SCHEDULE_SLACK: Duration = Duration::from_secs(60);
 
 /// Configuration of the lakebase-sync function, from its environment.
-#[derive(Debug, Clone)]
+///
+/// Who may change it is who may make the function write to the database: the config is
+/// text in the stack (`LAKEBASE_CONFIG`) or one S3 object the stack names
+/// (`LAKEBASE_CONFIG_URI`) outside the data prefixes, which whoever writes Delta tables may
+/// write; and what it may ask is bounded by the stack (`LAKEBASE_ALLOW_REPLACE`,
+/// `LAKEBASE_ALLOWED_SCHEMAS`). Not `Debug`: the PostgreSQL URL may hold a password.
+#[derive(Clone)]
 pub struct LakebaseSyncConfig {
-    /// `LAKEBASE_CONFIG`: the synced tables as TOML (`[[tables]]`, as for `--config`), or the
-    /// `s3://` URI of such a file.
-    pub config: String,
+    /// Where the synced tables are listed.
+    pub config: ConfigSource,
     /// `POSTGRES_URL`; without it the libpq environment (`PGHOST`, `PGUSER`, ...).
     pub postgres_url: Option<String>,
     /// `POSTGRES_PASSWORD_SECRET_ARN`: a Secrets Manager secret holding the password (plain,
@@ -37,16 +42,42 @@ pub struct LakebaseSyncConfig {
     pub password_secret_arn: Option<String>,
     /// `UC_URL` and its token: resolves `source.catalog/schema/table` sources.
     pub unity: Option<UnityConfig>,
+    /// `TABLE_PREFIXES`: where Delta tables (and so their writers) live; the config object
+    /// may not lie there.
+    pub table_prefixes: Vec<String>,
+    /// `LAKEBASE_ALLOW_REPLACE`: whether a table may ask `sync.conflict_on_existing =
+    /// "replace"` (drop a table lakemirror did not create). Off unless the stack allows it.
+    pub allow_replace: bool,
+    /// `LAKEBASE_ALLOWED_SCHEMAS`: the PostgreSQL schemas targets may lie in (None: any).
+    pub allowed_schemas: Option<Vec<String>>,
+}
+
+/// Where the lakebase-sync function's table list comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `LAKEBASE_CONFIG`: the TOML text itself.
+    Text(String),
+    /// `LAKEBASE_CONFIG_URI`: the `s3://` URI of one TOML file.
+    Object(String),
 }
 
 impl LakebaseSyncConfig {
     pub fn from_env() -> Result<Self> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let config = var("LAKEBASE_CONFIG").ok_or_else(|| {
-            Error::InvalidInput(
-                "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, as for lakemirror lakebase-sync --config) or the s3:// URI of such a file".into(),
-            )
-        })?;
+        let config = match (var("LAKEBASE_CONFIG"), var("LAKEBASE_CONFIG_URI")) {
+            (Some(text), None) => ConfigSource::Text(text),
+            (None, Some(uri)) => ConfigSource::Object(uri),
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidInput(
+                    "both LAKEBASE_CONFIG and LAKEBASE_CONFIG_URI are set: give the tables as TOML text or as the s3:// URI of a file, not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(Error::InvalidInput(
+                    "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, as for lakemirror lakebase-sync --config), or the s3:// URI of such a file as LAKEBASE_CONFIG_URI".into(),
+                ));
+            }
+        };
         Ok(Self {
             config,
             postgres_url: var("POSTGRES_URL"),
@@ -55,12 +86,33 @@ impl LakebaseSyncConfig {
                 Some(_) => Some(UnityConfig::from_env()?),
                 None => None,
             },
+            table_prefixes: crate::trigger::table_prefixes(var("TABLE_PREFIXES").as_deref()),
+            allow_replace: match var("LAKEBASE_ALLOW_REPLACE") {
+                None => false,
+                Some(v) => v.parse::<bool>().map_err(|_| {
+                    Error::InvalidInput(format!(
+                        "LAKEBASE_ALLOW_REPLACE={v:?}: allowed values are true and false"
+                    ))
+                })?,
+            },
+            allowed_schemas: allowed_schemas(var("LAKEBASE_ALLOWED_SCHEMAS").as_deref()),
         })
     }
 }
 
+/// `LAKEBASE_ALLOWED_SCHEMAS`: comma-separated schema names; None (any schema) when unset.
+pub fn allowed_schemas(value: Option<&str>) -> Option<Vec<String>> {
+    value.map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+}
+
 /// The lakebase-sync function: configuration and clients, built once per process.
-#[derive(Debug, Clone)]
+/// Not `Debug`: its configuration may hold a password.
+#[derive(Clone)]
 pub struct LakebaseSyncFunction {
     pub config: LakebaseSyncConfig,
     secrets: Option<aws_sdk_secretsmanager::Client>,
@@ -152,19 +204,44 @@ impl LakebaseSyncFunction {
         }
     }
 
-    /// The synced tables: `LAKEBASE_CONFIG` itself, or the file it names on S3.
+    /// The synced tables, as the config lists them and the deployment allows them.
     async fn tables(&self) -> Result<Vec<SyncedTable>> {
-        let config = self.config.config.trim();
-        if !config.starts_with("s3://") {
-            return parse_config(config, "LAKEBASE_CONFIG");
+        let tables = match &self.config.config {
+            ConfigSource::Text(text) if text.trim().starts_with("s3://") => {
+                return Err(Error::InvalidInput(format!(
+                    "LAKEBASE_CONFIG is an S3 URI ({}): give it as LAKEBASE_CONFIG_URI (SAM LakebaseConfigUri), which the function may read, and nothing else there",
+                    text.trim()
+                )));
+            }
+            ConfigSource::Text(text) => parse_config(text, "LAKEBASE_CONFIG")?,
+            ConfigSource::Object(uri) => {
+                if let Some(prefix) = self
+                    .config
+                    .table_prefixes
+                    .iter()
+                    .find(|p| canonical_uri(uri).starts_with(&canonical_uri(p)))
+                {
+                    return Err(Error::InvalidInput(format!(
+                        "LAKEBASE_CONFIG_URI {uri} lies under {prefix} (TABLE_PREFIXES), where whoever writes Delta tables may write it: keep the config where only the stack's owners can"
+                    )));
+                }
+                let (parent, _) = uri.rsplit_once('/').unwrap_or((uri, ""));
+                let store = TableStorage::open(parent, std::sync::Arc::new(IoCounters::default()))?;
+                let (bytes, _) = store.get(uri).await?;
+                let text = std::str::from_utf8(&bytes).map_err(|e| {
+                    Error::InvalidInput(format!("LAKEBASE_CONFIG_URI {uri} is not UTF-8: {e}"))
+                })?;
+                parse_config(text, &format!("LAKEBASE_CONFIG_URI {uri}"))?
+            }
+        };
+        for table in &tables {
+            allowed(
+                table,
+                self.config.allow_replace,
+                self.config.allowed_schemas.as_deref(),
+            )?;
         }
-        let (parent, _) = config.rsplit_once('/').unwrap_or((config, ""));
-        let store = TableStorage::open(parent, std::sync::Arc::new(IoCounters::default()))?;
-        let (bytes, _) = store.get(config).await?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
-            Error::InvalidInput(format!("LAKEBASE_CONFIG {config} is not UTF-8: {e}"))
-        })?;
-        parse_config(text, &format!("LAKEBASE_CONFIG {config}"))
+        Ok(tables)
     }
 
     /// The password from Secrets Manager, when a secret is configured.
@@ -176,6 +253,27 @@ impl LakebaseSyncFunction {
             .await
             .map(Some)
     }
+}
+
+/// Refuses what the deployment does not allow a config to ask: replacing a table lakemirror
+/// did not create, or a target outside the allowed schemas.
+fn allowed(table: &SyncedTable, allow_replace: bool, schemas: Option<&[String]>) -> Result<()> {
+    if table.conflict_on_existing == Conflict::Replace && !allow_replace {
+        return Err(Error::InvalidInput(format!(
+            "the table {} asks sync.conflict_on_existing = \"replace\", which this deployment does not allow (LAKEBASE_ALLOW_REPLACE, SAM LakebaseAllowReplace); nothing was synced",
+            table.target
+        )));
+    }
+    if let Some(schemas) = schemas
+        && !schemas.contains(&table.target.schema)
+    {
+        return Err(Error::InvalidInput(format!(
+            "the target {} is outside the schemas this deployment allows ({}; LAKEBASE_ALLOWED_SCHEMAS, SAM LakebaseAllowedSchemas); nothing was synced",
+            table.target,
+            schemas.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The tables whose interval has passed since their last sync (never synced: due).
@@ -238,6 +336,43 @@ mod tests {
             "a tick a little early still counts"
         );
         assert!(!is_due(Some(Duration::from_secs(600)), quarter));
+    }
+
+    #[test]
+    fn a_config_may_ask_only_what_the_deployment_allows() {
+        let table = |extra: &str| {
+            parse_config(
+                &format!("[[tables]]\nsource.path = \"s3://lake/t\"\n{extra}"),
+                "test",
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let replace = table("sync.conflict_on_existing = \"replace\"");
+        let err = allowed(&replace, false, None).unwrap_err().to_string();
+        assert!(err.contains("LAKEBASE_ALLOW_REPLACE"), "{err}");
+        assert!(allowed(&replace, true, None).is_ok());
+        let elsewhere = table("target.table_name = \"admin.users\"");
+        let schemas = allowed_schemas(Some("public, app")).unwrap();
+        let err = allowed(&elsewhere, false, Some(&schemas))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("admin") && err.contains("LAKEBASE_ALLOWED_SCHEMAS"),
+            "{err}"
+        );
+        assert!(
+            allowed(
+                &table("target.table_name = \"app.t\""),
+                false,
+                Some(&schemas)
+            )
+            .is_ok()
+        );
+        assert!(
+            allowed(&table(""), false, Some(&schemas)).is_ok(),
+            "public by default"
+        );
     }
 
     #[test]
