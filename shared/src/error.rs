@@ -87,6 +87,16 @@ pub enum Error {
     )]
     Bug { table: String, message: String },
 
+    /// An object is larger than lakemirror reads into memory. Permanent.
+    #[error(
+        "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once; nothing was written. A Delta commit this large cannot be mirrored: split such operations into smaller commits"
+    )]
+    TooLarge {
+        location: String,
+        size: u64,
+        limit: u64,
+    },
+
     /// Reading or writing an object failed.
     #[error("storage: {0}")]
     Storage(#[from] object_store::Error),

@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 
 use serde_json::{Value, json};
 
@@ -106,10 +106,16 @@ impl GlueSyncFunction {
     /// (throttling, conflicts, 5xx). Messages that can never succeed are parked in the
     /// dead-letter queue and logged once. Other events fail as a whole when a retry may help.
     ///
-    /// With a `deadline` (the invocation's), no sync after the first starts later than
-    /// [`START_MARGIN`] before it: those tables are left for redelivery instead of being cut
-    /// off mid-way (the first always runs, so every invocation makes progress).
+    /// The tables sync side by side ([`SYNCS_AT_ONCE`]). With a `deadline` (the
+    /// invocation's), no sync starts later than [`START_MARGIN`] before it, and a sync still
+    /// running [`RESPONSE_MARGIN`] before it is cut off: those tables are left for
+    /// redelivery, the others' messages are done. A sync cut off has made nothing visible
+    /// (the catalog points at new metadata only once all of it is written); what it wrote
+    /// is unreferenced.
     pub async fn handle(&self, event: &Value, deadline: Option<SystemTime>) -> Result<Value> {
+        // A deadline already past as the invocation starts is not a real one (`cargo lambda
+        // watch` hands out such deadlines); Lambda never does.
+        let deadline = deadline.filter(|d| *d > SystemTime::now());
         let deliveries = deliveries(event);
         let is_sqs = deliveries.iter().any(|d| d.message_id.is_some());
         let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
@@ -121,42 +127,42 @@ impl GlueSyncFunction {
         }
         let mut synced = Vec::new();
         let mut first_error = None;
-        for (n, trigger) in table_triggers(&deliveries, &self.config.table_prefixes)
-            .into_iter()
-            .enumerate()
-        {
+        // The tables of a batch sync side by side: one slow table does not keep the others
+        // waiting until the deadline cuts them off.
+        let outcomes: Vec<(TableTrigger, Outcome)> =
+            futures::stream::iter(table_triggers(&deliveries, &self.config.table_prefixes))
+                .enumerate()
+                .map(|(n, trigger)| async move {
+                    // The first syncs always start, so that every invocation makes progress.
+                    let first = n < SYNCS_AT_ONCE;
+                    let outcome = self.sync_before(&trigger, deadline, first).await;
+                    (trigger, outcome)
+                })
+                .buffer_unordered(SYNCS_AT_ONCE)
+                .collect()
+                .await;
+        for (trigger, outcome) in outcomes {
             let ids: Vec<Option<String>> = if is_sqs {
                 trigger.message_ids.iter().cloned().map(Some).collect()
             } else {
                 vec![None]
             };
-            if n > 0
-                && deadline.is_some_and(|d| {
-                    d.duration_since(SystemTime::now())
-                        .map_or(true, |left| left < START_MARGIN)
-                })
-            {
-                tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
-                retry.extend(ids);
-                continue;
-            }
-            let outcome = AssertUnwindSafe(sync_one(&self.glue, &self.config, &trigger))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|panic| {
-                    Err(Error::Bug {
-                        table: trigger.table_uri(),
-                        message: panic_message(panic.as_ref()),
-                    })
-                });
             match outcome {
-                Ok(report) => synced.push(report),
-                Err(e) if e.is_retryable() => {
+                Outcome::Synced(report) => synced.push(report),
+                Outcome::NotStarted => {
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
+                    retry.extend(ids);
+                }
+                Outcome::CutOff(budget) => {
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; the event will be retried");
+                    retry.extend(ids);
+                }
+                Outcome::Failed(e) if e.is_retryable() => {
                     tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
                     retry.extend(ids);
                     first_error.get_or_insert(e);
                 }
-                Err(e) => {
+                Outcome::Failed(e) => {
                     tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
                     if let Error::SourceMissing { glue_table, .. } = &e {
                         println!("{}", source_missing_metric(glue_table));
@@ -198,6 +204,37 @@ impl GlueSyncFunction {
         }
     }
 
+    /// One table's sync, started (unless `first`) only while [`START_MARGIN`] is left before
+    /// the deadline, and cut off [`RESPONSE_MARGIN`] before it; a panic becomes a
+    /// classified error.
+    async fn sync_before(
+        &self,
+        trigger: &TableTrigger,
+        deadline: Option<SystemTime>,
+        first: bool,
+    ) -> Outcome {
+        let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+        if !first && left.is_some_and(|left| left < START_MARGIN) {
+            return Outcome::NotStarted;
+        }
+        let sync = AssertUnwindSafe(sync_one(&self.glue, &self.config, trigger)).catch_unwind();
+        let finished = match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
+            None => sync.await,
+            Some(budget) => match tokio::time::timeout(budget, sync).await {
+                Ok(finished) => finished,
+                Err(_) => return Outcome::CutOff(budget),
+            },
+        };
+        match finished {
+            Ok(Ok(report)) => Outcome::Synced(report),
+            Ok(Err(e)) => Outcome::Failed(e),
+            Err(panic) => Outcome::Failed(Error::Bug {
+                table: trigger.table_uri(),
+                message: panic_message(panic.as_ref()),
+            }),
+        }
+    }
+
     /// Parks a message that can never succeed, logging it once. Without a dead-letter queue
     /// the failure is returned, so the platform's redrive policy parks it eventually.
     async fn park(&self, body: &str, parking: &Parking) -> Result<()> {
@@ -220,8 +257,24 @@ impl GlueSyncFunction {
     }
 }
 
+/// How one table's sync in a batch ended.
+enum Outcome {
+    Synced(SyncReport),
+    Failed(Error),
+    /// Too close to the deadline to start.
+    NotStarted,
+    /// Still running when its time (this budget) ran out.
+    CutOff(Duration),
+}
+
+/// Syncs of one batch that run at once.
+pub const SYNCS_AT_ONCE: usize = 4;
+
 /// No sync starts when less than this is left before the invocation's deadline.
 pub const START_MARGIN: Duration = Duration::from_secs(10);
+/// A sync is cut off this long before the invocation's deadline, which leaves the time to
+/// park messages and answer.
+pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic

@@ -169,6 +169,11 @@ enum Function {
         /// keep or drop the Glue table of a Delta table that is gone, as for glue-sync.
         #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
         on_missing_source: String,
+        /// Run as a function invocation with this many seconds (the function's Timeout):
+        /// a sync still running near the end is cut off and its messages retried
+        /// [default: no deadline].
+        #[arg(long)]
+        timeout_seconds: Option<u64>,
     },
     /// The lakebase-sync function: a schedule tick syncs the tables that are due (their
     /// sync.interval passed since lakemirror.sync_state last recorded them); S3, SQS or
@@ -373,8 +378,11 @@ async fn main() -> ExitCode {
                     dead_letter_queue_url,
                     iceberg_format_version,
                     on_missing_source,
+                    timeout_seconds,
                 },
         } => {
+            let deadline = timeout_seconds
+                .map(|s| std::time::SystemTime::now() + std::time::Duration::from_secs(s));
             let config = GlueSyncConfig {
                 database: glue_database,
                 table_prefixes,
@@ -382,7 +390,7 @@ async fn main() -> ExitCode {
                 format_version: format_version(&iceberg_format_version),
                 on_missing_source: missing_source_action(&on_missing_source),
             };
-            invoke_glue_sync(&event, config).await
+            invoke_glue_sync(&event, config, deadline).await
         }
         Command::Invoke {
             function:
@@ -619,9 +627,10 @@ fn read_event(event: &std::path::Path) -> lakemirror::Result<serde_json::Value> 
 async fn invoke_glue_sync(
     event: &std::path::Path,
     config: GlueSyncConfig,
+    deadline: Option<std::time::SystemTime>,
 ) -> lakemirror::Result<String> {
     let event = read_event(event)?;
     let function = GlueSyncFunction::from_config(config).await;
-    let response = function.handle(&event, None).await?;
+    let response = function.handle(&event, deadline).await?;
     Ok(serde_json::to_string(&response)?)
 }

@@ -221,6 +221,35 @@ impl TableStorage {
         Ok((bytes, meta))
     }
 
+    /// Reads `location` and its metadata if it exists and holds at most `max_bytes`: a
+    /// larger object is refused before its body is read.
+    pub async fn get_at_most(
+        &self,
+        location: &str,
+        max_bytes: u64,
+    ) -> Result<Option<(Bytes, ObjectMeta)>> {
+        let result = match self.store.get(&self.key(location)?).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.counters.request(0, 0);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if result.meta.size > max_bytes {
+            self.counters.request(0, 0);
+            return Err(Error::TooLarge {
+                location: location.to_string(),
+                size: result.meta.size,
+                limit: max_bytes,
+            });
+        }
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(Some((bytes, meta)))
+    }
+
     /// Reads `location` if it exists.
     pub async fn get_if_exists(&self, location: &str) -> Result<Option<Bytes>> {
         Ok(self
@@ -314,6 +343,38 @@ mod tests {
             "a bucket whose name starts alike is another bucket"
         );
         assert!(s.key("s3://lakehouse/x.json").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_object_over_the_limit_is_refused_before_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("lakemirror-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("big.json"), vec![b'x'; 100]).unwrap();
+        let s = TableStorage::open(dir.to_str().unwrap(), Arc::default()).unwrap();
+        let big = s.location("big.json");
+        assert_eq!(
+            s.get_at_most(&big, 100).await.unwrap().unwrap().0.len(),
+            100
+        );
+        let err = s.get_at_most(&big, 99).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::TooLarge {
+                    size: 100,
+                    limit: 99,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            s.get_at_most(&s.location("none.json"), 99)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -96,3 +96,30 @@ def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_t
     allowed = run({"LAKEBASE_CONFIG_URI": f"s3://{bucket}/config/lakebase.toml", "LAKEBASE_ALLOW_REPLACE": "true"})
     assert allowed.returncode == 0, allowed.stderr
     assert sorted(pg_rows(postgres_url, '"public"."victim"', ["id"])) == [(1,), (2,)]
+
+
+def test_one_hung_table_does_not_hold_up_the_others_in_its_batch(
+        bucket, glue_database, delta_storage_options, moto_endpoint, lakemirror, tmp_path):
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.test_invoke import moto_style_s3_record, sqs_record
+    from rig.fault_proxy import FaultProxy
+
+    for name in ("quick", "hung"):
+        write_deltalake(f"s3://{bucket}/lake/{name}", pa.table({"id": pa.array([1], pa.int64())}),
+                        storage_options=delta_storage_options)
+    commit = lambda name: json.dumps({"Records": [moto_style_s3_record(bucket, f"lake/{name}/_delta_log/{0:020}.json")]})
+    event = tmp_path / "batch.json"
+    # The hung table first: before, it ran past the function's timeout and the whole batch
+    # came back, the quick table included, until every message was dead-lettered.
+    event.write_text(json.dumps({"Records": [sqs_record("hung", commit("hung")), sqs_record("quick", commit("quick"))]}))
+    with FaultProxy(moto_endpoint, rate=0, stall=f"/{bucket}/lake/hung/", stall_seconds=120) as proxy:
+        result = lakemirror("invoke", "glue-sync", "--event", event, "--glue-database", glue_database,
+                            "--timeout-seconds", "30", env={"AWS_ENDPOINT_URL": proxy.url})
+    assert [f["itemIdentifier"] for f in result.json["batchItemFailures"]] == ["hung"]
+    tables = [t[1] for t in judge.glue_catalog().list_tables(glue_database)]
+    assert tables == ["quick"], "the quick table was mirrored, nothing of the hung one"
+    judge.assert_same_rows([(1,)], judge.iceberg_rows_pyiceberg(glue_database, "quick"))

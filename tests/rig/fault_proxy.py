@@ -6,7 +6,9 @@ ThrottlingException, S3's SlowDown), `reset` (the connection closes before the r
 moto), `reset-after` (moto executes the request, the answer is lost: the nasty case for
 non-idempotent calls), `slow` (the answer comes 300 ms late). The seed makes a run repeatable
 for a given request order. `glue_burst` lists faults the next Glue requests get, in order,
-before the random ones: a burst of throttling is how Glue answers a busy account."""
+before the random ones: a burst of throttling is how Glue answers a busy account. `stall`
+holds every request whose path contains it for `stall_seconds` before forwarding it: a
+table on a slow (or hung) storage path."""
 
 import http.client
 import random
@@ -23,8 +25,10 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, rate: float = 0.1, seed: int = 0, glue_burst=()):
+    def __init__(self, upstream: str, rate: float = 0.1, seed: int = 0, glue_burst=(), stall=None,
+                 stall_seconds: float = 60):
         self.upstream = urlsplit(upstream)
+        self.stall, self.stall_seconds = stall, stall_seconds
         self.rate = rate
         self.glue_burst = deque(glue_burst)
         self.rng = random.Random(seed)
@@ -43,6 +47,8 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 glue = "X-Amz-Target" in self.headers
+                if proxy.stall and proxy.stall in self.path:
+                    time.sleep(proxy.stall_seconds)  # an injected hang, not synchronisation
                 fault = proxy.choose(glue)
                 if fault == "reset":
                     self.drop()

@@ -16,6 +16,10 @@ use crate::storage::TableStorage;
 
 /// Commit files read at once.
 const FETCH_CONCURRENCY: usize = 16;
+/// The largest commit file read into memory (a commit of a million files with stats is
+/// about 1 GB): above it the sync stops with a clear error instead of running out of memory
+/// and holding up every other table of its batch.
+pub const MAX_COMMIT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// What a file in `_delta_log/` is, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +170,11 @@ impl DeltaLog {
         meta: &object_store::ObjectMeta,
     ) -> Result<DeltaCommit> {
         let location = self.table.location_of_key(&meta.location);
-        let (bytes, _) = self.table.get(&location).await?;
+        let (bytes, _) = self
+            .table
+            .get_at_most(&location, MAX_COMMIT_BYTES)
+            .await?
+            .ok_or_else(|| self.malformed(format!("commit {version} vanished while reading")))?;
         DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
             .map_err(|reason| self.malformed(reason))
     }
@@ -212,7 +220,7 @@ impl DeltaLog {
     /// Commit `version`, if its file exists.
     async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
         let location = self.log_file(&format!("{version:020}.json"));
-        let Some((bytes, meta)) = self.table.get_with_meta_if_exists(&location).await? else {
+        let Some((bytes, meta)) = self.table.get_at_most(&location, MAX_COMMIT_BYTES).await? else {
             return Ok(None);
         };
         DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
