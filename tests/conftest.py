@@ -213,6 +213,15 @@ def postgres_url(postgres_server):
     return admin.replace("/postgres?", f"/{name}?")
 
 
+@pytest.fixture
+def function_postgres_env(postgres_server, postgres_url):
+    """POSTGRES_* as the deployed lakebase-sync function gets them: a URL without sslmode
+    (the function verifies the certificate and the host name by default; the rig's
+    certificate names localhost) and the CA as PEM."""
+    url = postgres_url.split("?")[0].replace("@127.0.0.1:", "@localhost:")
+    return {"POSTGRES_URL": url, "POSTGRES_CA_PEM": Path(postgres_server.ca_file).read_text()}
+
+
 @pytest.fixture(scope="session")
 def unity_server(tmp_path_factory):
     """A local Unity Catalog REST server for the session (tests/rig/unity.py)."""

@@ -206,6 +206,17 @@ enum Function {
         /// The PostgreSQL schemas targets may lie in, comma-separated [default: any].
         #[arg(long, env = "LAKEBASE_ALLOWED_SCHEMAS")]
         lakebase_allowed_schemas: Option<String>,
+        /// The CA of the server's certificate as PEM text (verify-full, the function's
+        /// default sslmode) [default: the system's roots].
+        #[arg(long, env = "POSTGRES_CA_PEM", hide_env_values = true)]
+        postgres_ca_pem: Option<String>,
+        /// Secrets Manager secret holding the CA as PEM (plain, or JSON with a "ca" field).
+        #[arg(long, env = "POSTGRES_CA_SECRET_ARN")]
+        postgres_ca_secret_arn: Option<String>,
+        /// Allow an sslmode that may fall back to plaintext (disable, allow, prefer)
+        /// [default: refused].
+        #[arg(long, env = "POSTGRES_ALLOW_INSECURE")]
+        postgres_allow_insecure: bool,
         /// postgres://user@host:port/database?sslmode=verify-full [default: the libpq
         /// environment].
         #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
@@ -401,6 +412,9 @@ async fn main() -> ExitCode {
                     table_prefixes,
                     lakebase_allow_replace,
                     lakebase_allowed_schemas,
+                    postgres_ca_pem,
+                    postgres_ca_secret_arn,
+                    postgres_allow_insecure,
                     postgres_url,
                     postgres_password_secret_arn,
                     unity,
@@ -421,6 +435,9 @@ async fn main() -> ExitCode {
                 table_prefixes,
                 allow_replace: lakebase_allow_replace,
                 allowed_schemas: allowed_schemas(lakebase_allowed_schemas.as_deref()),
+                ca_pem: postgres_ca_pem,
+                ca_secret_arn: postgres_ca_secret_arn,
+                allow_insecure: postgres_allow_insecure,
             };
             invoke_lakebase_sync(&event, config).await
         }

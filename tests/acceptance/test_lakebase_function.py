@@ -27,23 +27,24 @@ def config(*tables):
         for uri, target, interval in tables)
 
 
-def invoke(lakemirror, tmp_path, event, lakebase_config, postgres_url, secret_arn, check=True):
+def invoke(lakemirror, tmp_path, event, lakebase_config, postgres_env, secret_arn, check=True):
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(event))
     return lakemirror("invoke", "lakebase-sync", "--event", event_file,
-                      env={"LAKEBASE_CONFIG": lakebase_config, "POSTGRES_URL": without_password(postgres_url),
+                      env={"LAKEBASE_CONFIG": lakebase_config, **postgres_env,
+                           "POSTGRES_URL": without_password(postgres_env["POSTGRES_URL"]),
                            "POSTGRES_PASSWORD_SECRET_ARN": secret_arn}, check=check)
 
 
 def test_ticks_sync_due_tables_and_commit_events_sync_their_table(
-        bucket, delta_storage_options, postgres_url, lakemirror, tmp_path):
+        bucket, delta_storage_options, postgres_url, function_postgres_env, lakemirror, tmp_path):
     secret_arn = boto3.client("secretsmanager").create_secret(
         Name=f"lakebase-{bucket}", SecretString=json.dumps({"username": "lakemirror", "password": PASSWORD}))["ARN"]
     fast, slow = f"s3://{bucket}/gold/fast", f"s3://{bucket}/gold/slow"
     for uri in (fast, slow):
         write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
     lakebase_config = config((fast, "app.fast", "15 minutes"), (slow, "app.slow", "1 hour"))
-    run = lambda event, **kw: invoke(lakemirror, tmp_path, event, lakebase_config, postgres_url, secret_arn, **kw)
+    run = lambda event, **kw: invoke(lakemirror, tmp_path, event, lakebase_config, function_postgres_env, secret_arn, **kw)
 
     first = run(SCHEDULE).json
     assert sorted(r["target"] for r in first["synced"]) == ['"app"."fast"', '"app"."slow"']
@@ -68,15 +69,15 @@ def test_ticks_sync_due_tables_and_commit_events_sync_their_table(
 
 
 def test_an_unreadable_secret_fails_clearly_without_leaking_the_password(
-        bucket, delta_storage_options, postgres_url, lakemirror, tmp_path):
+        bucket, delta_storage_options, function_postgres_env, lakemirror, tmp_path):
     uri = f"s3://{bucket}/gold/t"
     write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}), storage_options=delta_storage_options)
     missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf"
-    result = invoke(lakemirror, tmp_path, SCHEDULE, config((uri, "t", "15 minutes")), postgres_url, missing,
+    result = invoke(lakemirror, tmp_path, SCHEDULE, config((uri, "t", "15 minutes")), function_postgres_env, missing,
                     check=False)
     assert result.returncode != 0
     assert missing in result.stderr and "secretsmanager:GetSecretValue" in result.stderr, result.stderr
-    bad = invoke(lakemirror, tmp_path, SCHEDULE, 'tables = "no"', postgres_url, missing, check=False)
+    bad = invoke(lakemirror, tmp_path, SCHEDULE, 'tables = "no"', function_postgres_env, missing, check=False)
     assert bad.returncode != 0 and "LAKEBASE_CONFIG" in bad.stderr
     for r in (result, bad):
         assert PASSWORD not in r.stdout + r.stderr

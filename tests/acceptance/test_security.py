@@ -51,7 +51,7 @@ def test_an_expired_manifest_list_naming_another_tables_manifest_deletes_nothing
 
 
 def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_the_stack_allows(
-        bucket, s3, delta_storage_options, postgres_url, lakemirror, tmp_path):
+        bucket, s3, delta_storage_options, postgres_url, function_postgres_env, lakemirror, tmp_path):
     import json
 
     import psycopg
@@ -71,7 +71,7 @@ def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_t
     event.write_text(json.dumps(SCHEDULE))
 
     def run(env):
-        env = {"POSTGRES_URL": postgres_url, "TABLE_PREFIXES": f"s3://{bucket}/lake",
+        env = {**function_postgres_env, "TABLE_PREFIXES": f"s3://{bucket}/lake",
                "LAKEBASE_ALLOWED_SCHEMAS": "public", **env}
         return lakemirror("invoke", "lakebase-sync", "--event", event, env=env, check=False)
 
@@ -123,3 +123,34 @@ def test_one_hung_table_does_not_hold_up_the_others_in_its_batch(
     tables = [t[1] for t in judge.glue_catalog().list_tables(glue_database)]
     assert tables == ["quick"], "the quick table was mirrored, nothing of the hung one"
     judge.assert_same_rows([(1,)], judge.iceberg_rows_pyiceberg(glue_database, "quick"))
+
+
+def test_the_function_verifies_the_database_and_refuses_plaintext_unless_allowed(
+        tmp_path, postgres_server, postgres_url, function_postgres_env, lakemirror):
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.test_lakebase_function import SCHEDULE
+    from rig.postgres import PASSWORD
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    event = tmp_path / "tick.json"
+    event.write_text(json.dumps(SCHEDULE))
+    config = f'[[tables]]\nsource.path = "{path}"\ntarget.table_name = "t"\n'
+    run = lambda **env: lakemirror("invoke", "lakebase-sync", "--event", event, check=False,
+                                   env={"LAKEBASE_CONFIG": config, **env})
+    secure = function_postgres_env
+    # No sslmode: verify-full, so a server whose CA the function was not given is refused.
+    unknown_ca = run(POSTGRES_URL=secure["POSTGRES_URL"])
+    assert unknown_ca.returncode != 0 and "certificate" in unknown_ca.stderr.lower(), unknown_ca.stderr
+    # A downgrade to a mode that may fall back to plaintext is refused before connecting.
+    downgraded = secure["POSTGRES_URL"] + "?sslmode=prefer"
+    refused = run(POSTGRES_URL=downgraded, POSTGRES_CA_PEM=secure["POSTGRES_CA_PEM"])
+    assert refused.returncode != 0 and "POSTGRES_ALLOW_INSECURE" in refused.stderr, refused.stderr
+    for result in (unknown_ca, refused):
+        assert PASSWORD not in result.stdout + result.stderr
+    assert run(**secure).returncode == 0, "the CA given: verified and synced"
+    assert run(POSTGRES_URL=downgraded, POSTGRES_ALLOW_INSECURE="true").returncode == 0

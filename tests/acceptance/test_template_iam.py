@@ -166,6 +166,7 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
     assert secret_statements("GlueSyncRole") == {}
     assert secret_statements("LakebaseSyncRole") == {
         "ReadPostgresPassword": ("HasLakebaseSecret", {"!Ref": "PostgresPasswordSecretArn"}),
+        "ReadPostgresCa": ("HasLakebaseCaSecret", {"!Ref": "PostgresCaSecretArn"}),
         "ReadUnityCatalogToken": ("HasLakebaseUnitySecret", {"!Ref": "UcTokenSecretArn"}),
     }
     assert secret_statements("UnityRegisterRole") == {
@@ -175,4 +176,4 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
         s for name in ROLES for s in statements(template()["Resources"][name])
         if "secretsmanager:GetSecretValue" in as_list(s["Action"])
     ]
-    assert len(statements_with_secrets) == 3
+    assert len(statements_with_secrets) == 4

@@ -216,7 +216,7 @@ def test_unreachable_or_unauthorised_unity_catalog_fails_clearly_and_glue_sync_g
 
 
 def test_reverse_sync_of_a_unity_catalog_table_into_postgres(
-        bucket, unity_schema, delta_storage_options, lakemirror, postgres_url, tmp_path):
+        bucket, unity_schema, delta_storage_options, lakemirror, postgres_url, tmp_path, function_postgres_env):
     uri = f"s3://{bucket}/gold/orders"
     write_deltalake(uri, orders([1, 2, 3]), storage_options=delta_storage_options)
     lakemirror("unity-register", "--table-uri", uri, "--catalog", unity_schema.catalog, "--schema", "gold",
@@ -234,7 +234,7 @@ def test_reverse_sync_of_a_unity_catalog_table_into_postgres(
     path = tmp_path / "event.json"
     path.write_text(json.dumps(commit_event(bucket, "gold/orders", 1)))
     second = lakemirror("invoke", "lakebase-sync", "--event", path,
-                        env={"LAKEBASE_CONFIG": config, "POSTGRES_URL": postgres_url, "UC_URL": unity_schema.url})
+                        env={"LAKEBASE_CONFIG": config, **function_postgres_env, "UC_URL": unity_schema.url})
     assert [(r["delta_version"], r["mode"], r["rows_inserted"]) for r in second.json["synced"]] == [
         (1, "incremental", 1)]
     expected = sorted((r["id"],) for r in DeltaTable(uri, storage_options=delta_storage_options)

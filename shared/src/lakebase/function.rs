@@ -50,6 +50,14 @@ pub struct LakebaseSyncConfig {
     pub allow_replace: bool,
     /// `LAKEBASE_ALLOWED_SCHEMAS`: the PostgreSQL schemas targets may lie in (None: any).
     pub allowed_schemas: Option<Vec<String>>,
+    /// `POSTGRES_CA_PEM`: the CA of the server's certificate, as PEM (a Lakebase or RDS
+    /// region bundle); else `POSTGRES_CA_SECRET_ARN`, a secret holding it; else the
+    /// system's roots.
+    pub ca_pem: Option<String>,
+    pub ca_secret_arn: Option<String>,
+    /// `POSTGRES_ALLOW_INSECURE`: allow an sslmode that may fall back to plaintext
+    /// (`disable`, `prefer`). Off: the function connects with `verify-full` by default.
+    pub allow_insecure: bool,
 }
 
 /// Where the lakebase-sync function's table list comes from.
@@ -87,16 +95,22 @@ impl LakebaseSyncConfig {
                 None => None,
             },
             table_prefixes: crate::trigger::table_prefixes(var("TABLE_PREFIXES").as_deref()),
-            allow_replace: match var("LAKEBASE_ALLOW_REPLACE") {
-                None => false,
-                Some(v) => v.parse::<bool>().map_err(|_| {
-                    Error::InvalidInput(format!(
-                        "LAKEBASE_ALLOW_REPLACE={v:?}: allowed values are true and false"
-                    ))
-                })?,
-            },
+            allow_replace: flag("LAKEBASE_ALLOW_REPLACE", var("LAKEBASE_ALLOW_REPLACE"))?,
             allowed_schemas: allowed_schemas(var("LAKEBASE_ALLOWED_SCHEMAS").as_deref()),
+            ca_pem: var("POSTGRES_CA_PEM"),
+            ca_secret_arn: var("POSTGRES_CA_SECRET_ARN"),
+            allow_insecure: flag("POSTGRES_ALLOW_INSECURE", var("POSTGRES_ALLOW_INSECURE"))?,
         })
+    }
+}
+
+/// A `true`/`false` environment variable (unset: false).
+fn flag(name: &str, value: Option<String>) -> Result<bool> {
+    match value {
+        None => Ok(false),
+        Some(v) => v.trim().parse::<bool>().map_err(|_| {
+            Error::InvalidInput(format!("{name}={v:?}: allowed values are true and false"))
+        }),
     }
 }
 
@@ -121,6 +135,7 @@ pub struct LakebaseSyncFunction {
 impl LakebaseSyncFunction {
     pub async fn from_config(config: LakebaseSyncConfig) -> Self {
         let needs_secrets = config.password_secret_arn.is_some()
+            || config.ca_secret_arn.is_some()
             || config
                 .unity
                 .as_ref()
@@ -142,9 +157,6 @@ impl LakebaseSyncFunction {
             .iter()
             .map(|t| t.table_uri())
             .collect();
-        let connection =
-            Connection::new(self.config.postgres_url.as_deref(), self.password().await?)?;
-        let mut client = connection.connect().await?;
         let unity = match (
             &self.config.unity,
             tables.iter().any(|t| t.source_path().is_none()),
@@ -152,10 +164,10 @@ impl LakebaseSyncFunction {
             (Some(unity), true) => Some(unity.client(self.secrets.as_ref()).await?),
             _ => None,
         };
-        let chosen: Vec<&SyncedTable> = if announced.is_empty() {
-            due(&client, &tables).await?
-        } else {
-            let mut chosen = Vec::new();
+        // Commit events of tables not synced here end before any connection is opened: a
+        // burst of commits elsewhere costs the database nothing.
+        let mut announced_tables = Vec::new();
+        if !announced.is_empty() {
             for table in &tables {
                 let location = match (table.source_path(), &unity) {
                     (Some(path), _) => Some(path.to_string()),
@@ -167,10 +179,21 @@ impl LakebaseSyncFunction {
                     (None, None) => None,
                 };
                 if location.is_some_and(|l| announced.contains(&canonical_uri(&l))) {
-                    chosen.push(table);
+                    announced_tables.push(table);
                 }
             }
-            chosen
+            if announced_tables.is_empty() {
+                return Ok(json!({ "synced": [], "failed": [], "skipped": tables.len() }));
+            }
+        }
+        let connection =
+            Connection::new(self.config.postgres_url.as_deref(), self.password().await?)?
+                .verified(self.ca().await?, self.config.allow_insecure)?;
+        let mut client = connection.connect().await?;
+        let chosen: Vec<&SyncedTable> = if announced.is_empty() {
+            due(&client, &tables).await?
+        } else {
+            announced_tables
         };
         let mut synced: Vec<LakebaseReport> = Vec::new();
         let mut failed = Vec::new();
@@ -242,6 +265,19 @@ impl LakebaseSyncFunction {
             )?;
         }
         Ok(tables)
+    }
+
+    /// The CA of the server's certificate, from the environment or a secret.
+    async fn ca(&self) -> Result<Option<String>> {
+        if let Some(pem) = &self.config.ca_pem {
+            return Ok(Some(pem.clone()));
+        }
+        let (Some(arn), Some(client)) = (&self.config.ca_secret_arn, &self.secrets) else {
+            return Ok(None);
+        };
+        read_secret(client, arn, "ca", "the PostgreSQL CA secret")
+            .await
+            .map(Some)
     }
 
     /// The password from Secrets Manager, when a secret is configured.

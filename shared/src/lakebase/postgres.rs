@@ -40,8 +40,17 @@ impl SslMode {
 /// tokio-postgres's Config redacts it.
 pub struct Connection {
     config: tokio_postgres::Config,
-    ssl: SslMode,
-    root_cert: Option<String>,
+    /// As given (URL or `PGSSLMODE`); None: libpq's default, prefer.
+    ssl: Option<SslMode>,
+    root_cert: Option<RootCert>,
+}
+
+/// The CA that signs the server's certificate.
+enum RootCert {
+    /// `sslrootcert`: a PEM file.
+    File(String),
+    /// PEM text (from the function's environment or a secret).
+    Pem(String),
 }
 
 impl std::fmt::Display for Connection {
@@ -73,7 +82,7 @@ impl Connection {
     pub fn new(url: Option<&str>, password: Option<String>) -> Result<Self> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let mut ssl = env("PGSSLMODE").map(|m| SslMode::parse(&m)).transpose()?;
-        let mut root_cert = env("PGSSLROOTCERT");
+        let mut root_cert = env("PGSSLROOTCERT").map(RootCert::File);
         let mut config = match url {
             Some(url) => {
                 let mut parsed = url::Url::parse(url).map_err(|e| {
@@ -91,7 +100,7 @@ impl Connection {
                 for (key, value) in parsed.query_pairs() {
                     match key.as_ref() {
                         "sslmode" => ssl = Some(SslMode::parse(&value)?),
-                        "sslrootcert" => root_cert = Some(value.into_owned()),
+                        "sslrootcert" => root_cert = Some(RootCert::File(value.into_owned())),
                         _ => kept.push((key.into_owned(), value.into_owned())),
                     }
                 }
@@ -129,9 +138,29 @@ impl Connection {
         config.application_name("lakemirror");
         Ok(Self {
             config,
-            ssl: ssl.unwrap_or(SslMode::Prefer),
+            ssl,
             root_cert,
         })
+    }
+
+    /// As the deployed function connects: `verify-full` unless the URL says otherwise, the CA
+    /// from `ca_pem` when given, and never a mode that may fall back to plaintext (`disable`,
+    /// `allow`, `prefer`) unless `allow_insecure`.
+    pub fn verified(mut self, ca_pem: Option<String>, allow_insecure: bool) -> Result<Self> {
+        let ssl = *self.ssl.get_or_insert(SslMode::VerifyFull);
+        if matches!(ssl, SslMode::Disable | SslMode::Prefer) && !allow_insecure {
+            return Err(Error::InvalidInput(format!(
+                "the PostgreSQL URL asks for an sslmode that may send the password and the rows in plaintext ({ssl:?}); use sslmode=verify-full (the default) or require, or allow it with POSTGRES_ALLOW_INSECURE=true (SAM PostgresAllowInsecure)"
+            )));
+        }
+        if let Some(pem) = ca_pem {
+            self.root_cert = Some(RootCert::Pem(pem));
+        }
+        Ok(self)
+    }
+
+    fn ssl(&self) -> SslMode {
+        self.ssl.unwrap_or(SslMode::Prefer)
     }
 
     /// Opens a session; the connection task runs until the client is dropped.
@@ -154,7 +183,7 @@ impl Connection {
             }
         };
         let mut config = self.config.clone();
-        if self.ssl == SslMode::Disable {
+        if self.ssl() == SslMode::Disable {
             config.ssl_mode(WireSslMode::Disable);
             let (client, connection) = config
                 .connect(tokio_postgres::NoTls)
@@ -163,7 +192,7 @@ impl Connection {
             spawn(connection);
             return Ok(client);
         }
-        config.ssl_mode(match self.ssl {
+        config.ssl_mode(match self.ssl() {
             SslMode::Prefer => WireSslMode::Prefer,
             _ => WireSslMode::Require,
         });
@@ -180,7 +209,7 @@ impl Connection {
             .map_err(|e| Error::InvalidInput(format!("TLS: {e}")))?;
         // With a root certificate given, libpq's require verifies the chain too (verify-ca);
         // here that is verify-full, stricter.
-        if self.ssl != SslMode::VerifyFull && self.root_cert.is_none() {
+        if self.ssl() != SslMode::VerifyFull && self.root_cert.is_none() {
             return Ok(builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyServer(provider)))
@@ -188,18 +217,26 @@ impl Connection {
         }
         let mut roots = rustls::RootCertStore::empty();
         match &self.root_cert {
-            Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    Error::InvalidInput(format!("sslrootcert {path} cannot be read: {e}"))
-                })?;
+            Some(root) => {
+                let (pem, origin) = match root {
+                    RootCert::File(path) => (
+                        std::fs::read(path).map_err(|e| {
+                            Error::InvalidInput(format!("sslrootcert {path} cannot be read: {e}"))
+                        })?,
+                        format!("sslrootcert {path}"),
+                    ),
+                    RootCert::Pem(text) => (
+                        text.as_bytes().to_vec(),
+                        "the CA (POSTGRES_CA_PEM)".to_string(),
+                    ),
+                };
                 use rustls_pki_types::pem::PemObject;
                 for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-                    let cert = cert.map_err(|e| {
-                        Error::InvalidInput(format!("sslrootcert {path} is not PEM: {e}"))
-                    })?;
+                    let cert =
+                        cert.map_err(|e| Error::InvalidInput(format!("{origin} is not PEM: {e}")))?;
                     roots
                         .add(cert)
-                        .map_err(|e| Error::InvalidInput(format!("sslrootcert {path}: {e}")))?;
+                        .map_err(|e| Error::InvalidInput(format!("{origin}: {e}")))?;
                 }
             }
             None => {
@@ -413,6 +450,28 @@ mod tests {
         .unwrap();
         assert_eq!(c.to_string(), "db.example:6543/shop as app");
         assert!(!format!("{:?}", c.config).contains("s3cret"));
-        assert_eq!(c.ssl, SslMode::Require);
+        assert_eq!(c.ssl, Some(SslMode::Require));
+    }
+
+    #[test]
+    fn the_function_verifies_by_default_and_never_falls_back_to_plaintext_unless_allowed() {
+        let at = |url: &str| Connection::new(Some(url), None).unwrap();
+        let default = at("postgres://app@db:5432/shop")
+            .verified(None, false)
+            .unwrap();
+        assert_eq!(default.ssl(), SslMode::VerifyFull);
+        let required = at("postgres://app@db:5432/shop?sslmode=require");
+        assert_eq!(
+            required.verified(None, false).unwrap().ssl(),
+            SslMode::Require
+        );
+        for mode in ["disable", "allow", "prefer"] {
+            let url = format!("postgres://app@db:5432/shop?sslmode={mode}");
+            let err = at(&url).verified(None, false).err().unwrap().to_string();
+            assert!(err.contains("POSTGRES_ALLOW_INSECURE"), "{err}");
+            assert!(at(&url).verified(None, true).is_ok(), "{mode}");
+        }
+        // The CLI keeps libpq's default.
+        assert_eq!(at("postgres://app@db:5432/shop").ssl(), SslMode::Prefer);
     }
 }

@@ -166,10 +166,26 @@ impl UnityCatalog {
                 "UC_URL {url:?} is not a URL ({e}); give the server's base URL, e.g. https://uc.example.com:8080"
             ))
         })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(Error::InvalidInput(format!(
-                "UC_URL {url:?} must start with http:// or https://"
-            )));
+        // The token travels with every request: plain http only to this machine.
+        let loopback = match parsed.host() {
+            Some(url::Host::Domain(name)) => name == "localhost",
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        match parsed.scheme() {
+            "https" => {}
+            "http" if loopback => {}
+            "http" => {
+                return Err(Error::InvalidInput(format!(
+                    "UC_URL {url:?} is plain http: the token and the table definitions would cross the network unencrypted; use https:// (http:// is for a server on this machine only)"
+                )));
+            }
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "UC_URL {url:?} must start with https://"
+                )));
+            }
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -464,6 +480,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plain_http_only_to_this_machine() {
+        for ok in [
+            "https://uc.example.com",
+            "http://127.0.0.1:8080",
+            "http://localhost:8080/",
+            "http://[::1]:1",
+        ] {
+            assert!(UnityCatalog::new(ok, None).is_ok(), "{ok}");
+        }
+        let err = UnityCatalog::new("http://uc.example.com", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("https://"), "{err}");
+        assert!(UnityCatalog::new("ftp://uc.example.com", None).is_err());
+    }
+
+    #[test]
     fn the_base_url_may_be_given_with_or_without_the_api_path() {
         for url in [
             "http://localhost:8080",
@@ -489,7 +522,7 @@ mod tests {
 
     #[test]
     fn the_token_never_shows_in_debug_output() {
-        let uc = UnityCatalog::new("http://h:1", Some("s3cr3t".into())).unwrap();
+        let uc = UnityCatalog::new("https://h:1", Some("s3cr3t".into())).unwrap();
         assert!(!format!("{uc:?}").contains("s3cr3t"));
         let creds = AwsCredentials {
             access_key_id: "AKIA".into(),
