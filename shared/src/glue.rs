@@ -38,6 +38,31 @@ pub fn default_table_name(table_uri: &str) -> String {
     }
 }
 
+/// A Glue table name from the table's whole path below the bucket (`s3://lake/sales/orders`
+/// -> `sales_orders`), lower-cased, other characters as `_`: unique per location.
+pub fn path_table_name(table_uri: &str) -> String {
+    let path = table_uri.split_once("://").map_or(table_uri, |(_, rest)| {
+        rest.split_once('/').map_or("", |(_, p)| p)
+    });
+    let name: String = path
+        .trim_matches('/')
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "_".to_string()
+    } else {
+        name
+    }
+}
+
 /// The Glue table as read before a commit.
 #[derive(Debug, Clone)]
 pub struct GlueTable {
@@ -426,5 +451,7 @@ mod tests {
             "delta_0_8_0_special"
         );
         assert_eq!(default_table_name("file:///x/Ünïcode"), "_n_code");
+        assert_eq!(path_table_name("s3://lake/Sales/orders/"), "sales_orders");
+        assert_eq!(path_table_name("file:///data/t"), "data_t");
     }
 }

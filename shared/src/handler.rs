@@ -16,6 +16,7 @@ use crate::glue::GlueCatalog;
 use crate::mirror::plan::parse_format_version;
 use crate::storage::IoCounters;
 use crate::sync::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
+use crate::target::{NameFrom, allowed_names};
 use crate::trigger::{Delivery, TableTrigger, deliveries, table_triggers};
 use iceberg::spec::FormatVersion;
 
@@ -37,6 +38,11 @@ pub struct GlueSyncConfig {
     /// `ON_MISSING_SOURCE`: `keep` (default: the event is parked as "source table missing")
     /// or `drop` (the Glue table of a Delta table that is gone is deleted).
     pub on_missing_source: OnMissingSource,
+    /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's `lakemirror.glue.*`
+    /// properties may choose (a regex); unset: the properties are ignored.
+    pub allowed_databases: Option<regex::Regex>,
+    /// `TABLE_NAME_FROM_PATH`: `folder` (default) or `path`.
+    pub name_from: NameFrom,
 }
 
 impl GlueSyncConfig {
@@ -69,6 +75,16 @@ impl GlueSyncConfig {
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
             format_version,
             on_missing_source,
+            allowed_databases: allowed_names(
+                var("ALLOWED_GLUE_DATABASES").as_deref(),
+                "ALLOWED_GLUE_DATABASES",
+            )?,
+            name_from: match var("TABLE_NAME_FROM_PATH") {
+                None => NameFrom::Folder,
+                Some(value) => value
+                    .parse()
+                    .map_err(|e| Error::InvalidInput(format!("TABLE_NAME_FROM_PATH: {e}")))?,
+            },
         })
     }
 }
@@ -325,6 +341,8 @@ async fn sync_one(
         known_version: Some(trigger.newest_version),
         format_version: config.format_version,
         on_missing_source: config.on_missing_source,
+        allowed_databases: config.allowed_databases.clone(),
+        name_from: config.name_from,
     };
     let report = glue_sync(glue, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {

@@ -9,6 +9,7 @@ use lakemirror::glue::GlueCatalog;
 use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror::storage::IoCounters;
 use lakemirror::sync::{GlueSyncRequest, OnMissingSource, glue_sync};
+use lakemirror::target::NameFrom;
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +59,15 @@ enum Command {
         /// table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).
         #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
         on_missing_source: String,
+        /// The Glue databases a Delta table's own lakemirror.glue.database /
+        /// lakemirror.glue.table properties may choose, as a regex over the whole name
+        /// [default: none: those properties are ignored, with a warning].
+        #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
+        allowed_glue_databases: Option<String>,
+        /// The default Glue table name: folder (the folder's name) or path (the whole path
+        /// below the bucket, unique per location).
+        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+        table_name_from_path: String,
     },
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
@@ -134,6 +144,11 @@ enum Command {
         /// [default: lakemirror.unity.table, else the table folder's name, lower-cased].
         #[arg(long)]
         table: Option<String>,
+        /// The catalogs a Delta table's own lakemirror.unity.catalog / .schema / .table
+        /// properties may choose, as a regex over the whole name [default: none: those
+        /// properties are ignored, with a warning].
+        #[arg(long, env = "ALLOWED_UC_CATALOGS")]
+        allowed_uc_catalogs: Option<String>,
         #[command(flatten)]
         unity: UnityArgs,
     },
@@ -169,6 +184,15 @@ enum Function {
         /// keep or drop the Glue table of a Delta table that is gone, as for glue-sync.
         #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
         on_missing_source: String,
+        /// The Glue databases a Delta table's own lakemirror.glue.database /
+        /// lakemirror.glue.table properties may choose, as a regex over the whole name
+        /// [default: none: those properties are ignored, with a warning].
+        #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
+        allowed_glue_databases: Option<String>,
+        /// The default Glue table name: folder (the folder's name) or path (the whole path
+        /// below the bucket, unique per location).
+        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+        table_name_from_path: String,
         /// Run as a function invocation with this many seconds (the function's Timeout):
         /// a sync still running near the end is cut off and its messages retried
         /// [default: no deadline].
@@ -254,6 +278,11 @@ enum Function {
         /// Only register tables under these roots (s3://bucket/prefix, comma-separated).
         #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
         table_prefixes: Vec<String>,
+        /// The catalogs a Delta table's own lakemirror.unity.catalog / .schema / .table
+        /// properties may choose, as a regex over the whole name [default: none: those
+        /// properties are ignored, with a warning].
+        #[arg(long, env = "ALLOWED_UC_CATALOGS")]
+        allowed_uc_catalogs: Option<String>,
     },
 }
 
@@ -283,6 +312,7 @@ impl UnityArgs {
         catalog: Option<String>,
         schema: Option<String>,
         table_prefixes: Vec<String>,
+        allowed_catalogs: Option<regex::Regex>,
     ) -> Option<lakemirror::unity::function::UnityConfig> {
         Some(lakemirror::unity::function::UnityConfig {
             url: self.uc_url?,
@@ -291,6 +321,7 @@ impl UnityArgs {
             catalog,
             schema,
             table_prefixes,
+            allowed_catalogs,
         })
     }
 }
@@ -316,19 +347,26 @@ async fn main() -> ExitCode {
             to_version,
             iceberg_format_version,
             on_missing_source,
-        } => {
-            let request = GlueSyncRequest {
-                table_uri,
-                database: glue_database,
-                table: glue_table,
-                metadata_uri,
-                to_version,
-                known_version: None,
-                format_version: format_version(&iceberg_format_version),
-                on_missing_source: missing_source_action(&on_missing_source),
-            };
-            run_glue_sync(&request).await
-        }
+            allowed_glue_databases,
+            table_name_from_path,
+        } => match naming(allowed_glue_databases.as_deref(), &table_name_from_path) {
+            Err(e) => Err(e),
+            Ok((allowed_databases, name_from)) => {
+                let request = GlueSyncRequest {
+                    table_uri,
+                    database: glue_database,
+                    table: glue_table,
+                    metadata_uri,
+                    to_version,
+                    known_version: None,
+                    format_version: format_version(&iceberg_format_version),
+                    on_missing_source: missing_source_action(&on_missing_source),
+                    allowed_databases,
+                    name_from,
+                };
+                run_glue_sync(&request).await
+            }
+        },
         Command::LakebaseSync {
             config,
             source_path,
@@ -370,16 +408,24 @@ async fn main() -> ExitCode {
             catalog,
             schema,
             table,
+            allowed_uc_catalogs,
             unity,
-        } => {
-            let request = lakemirror::unity::UnityRegisterRequest {
-                table_uri,
-                catalog,
-                schema,
-                table,
-            };
-            run_unity_register(&request, &unity).await
-        }
+        } => match lakemirror::target::allowed_names(
+            allowed_uc_catalogs.as_deref(),
+            "--allowed-uc-catalogs",
+        ) {
+            Err(e) => Err(e),
+            Ok(allowed_catalogs) => {
+                let request = lakemirror::unity::UnityRegisterRequest {
+                    table_uri,
+                    catalog,
+                    schema,
+                    table,
+                    allowed_catalogs,
+                };
+                run_unity_register(&request, &unity).await
+            }
+        },
         Command::Invoke {
             function:
                 Function::GlueSync {
@@ -389,20 +435,27 @@ async fn main() -> ExitCode {
                     dead_letter_queue_url,
                     iceberg_format_version,
                     on_missing_source,
+                    allowed_glue_databases,
+                    table_name_from_path,
                     timeout_seconds,
                 },
-        } => {
-            let deadline = timeout_seconds
-                .map(|s| std::time::SystemTime::now() + std::time::Duration::from_secs(s));
-            let config = GlueSyncConfig {
-                database: glue_database,
-                table_prefixes,
-                dead_letter_queue_url,
-                format_version: format_version(&iceberg_format_version),
-                on_missing_source: missing_source_action(&on_missing_source),
-            };
-            invoke_glue_sync(&event, config, deadline).await
-        }
+        } => match naming(allowed_glue_databases.as_deref(), &table_name_from_path) {
+            Err(e) => Err(e),
+            Ok((allowed_databases, name_from)) => {
+                let deadline = timeout_seconds
+                    .map(|s| std::time::SystemTime::now() + std::time::Duration::from_secs(s));
+                let config = GlueSyncConfig {
+                    database: glue_database,
+                    table_prefixes,
+                    dead_letter_queue_url,
+                    format_version: format_version(&iceberg_format_version),
+                    on_missing_source: missing_source_action(&on_missing_source),
+                    allowed_databases,
+                    name_from,
+                };
+                invoke_glue_sync(&event, config, deadline).await
+            }
+        },
         Command::Invoke {
             function:
                 Function::LakebaseSync {
@@ -431,7 +484,7 @@ async fn main() -> ExitCode {
                 },
                 postgres_url,
                 password_secret_arn: postgres_password_secret_arn,
-                unity: unity.config(uc_token_secret_arn, None, None, Vec::new()),
+                unity: unity.config(uc_token_secret_arn, None, None, Vec::new(), None),
                 table_prefixes,
                 allow_replace: lakebase_allow_replace,
                 allowed_schemas: allowed_schemas(lakebase_allowed_schemas.as_deref()),
@@ -450,10 +503,23 @@ async fn main() -> ExitCode {
                     uc_catalog,
                     uc_schema,
                     table_prefixes,
+                    allowed_uc_catalogs,
                 },
-        } => match unity.config(uc_token_secret_arn, uc_catalog, uc_schema, table_prefixes) {
-            Some(config) => invoke_unity_register(&event, config).await,
-            None => Err(missing_uc_url()),
+        } => match lakemirror::target::allowed_names(
+            allowed_uc_catalogs.as_deref(),
+            "--allowed-uc-catalogs",
+        ) {
+            Err(e) => Err(e),
+            Ok(allowed) => match unity.config(
+                uc_token_secret_arn,
+                uc_catalog,
+                uc_schema,
+                table_prefixes,
+                allowed,
+            ) {
+                Some(config) => invoke_unity_register(&event, config).await,
+                None => Err(missing_uc_url()),
+            },
         },
     };
     match outcome {
@@ -466,6 +532,15 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The naming policy of glue-sync's flags.
+fn naming(
+    allowed: Option<&str>,
+    name_from: &str,
+) -> lakemirror::Result<(Option<regex::Regex>, NameFrom)> {
+    let allowed = lakemirror::target::allowed_names(allowed, "--allowed-glue-databases")?;
+    Ok((allowed, name_from.parse().unwrap_or_default()))
 }
 
 /// keep or drop, as clap allows only those.

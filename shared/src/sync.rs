@@ -5,12 +5,14 @@ use std::time::{Duration, Instant};
 
 use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use crate::error::{Error, Result};
-use crate::glue::{GlueCatalog, GlueTable, default_table_name};
+use crate::glue::{GlueCatalog, GlueTable, default_table_name, path_table_name};
 use crate::mirror::{
     CommittedTable, IcebergView, MetadataWriter, SnapshotPlan, plan_commits, plan_full,
 };
 use crate::storage::{IoCounters, IoTotals, TableStorage};
-use crate::target::{RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties};
+use crate::target::{
+    NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
+};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -41,6 +43,11 @@ pub struct GlueSyncRequest {
     pub format_version: iceberg::spec::FormatVersion,
     /// What to do when the Delta table is gone but its mirror is not.
     pub on_missing_source: OnMissingSource,
+    /// `ALLOWED_GLUE_DATABASES`: the databases a table's `lakemirror.glue.*` properties may
+    /// choose; None: those properties are ignored.
+    pub allowed_databases: Option<regex::Regex>,
+    /// `TABLE_NAME_FROM_PATH`: the default Glue table name, from the folder or the path.
+    pub name_from: NameFrom,
 }
 
 /// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
@@ -92,6 +99,8 @@ pub struct SyncReport {
     pub reason: Option<String>,
     pub database: String,
     pub table: String,
+    /// Which rule named the Glue table.
+    pub named_by: NamedBy,
     pub delta_version: Option<i64>,
     pub snapshot_id: Option<i64>,
     pub snapshots_committed: usize,
@@ -125,8 +134,13 @@ pub async fn glue_sync(
     let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
     let defaults = TargetDefaults {
         database: request.database.clone(),
-        table: default_table_name(&request.table_uri),
+        table: match request.name_from {
+            NameFrom::Folder => default_table_name(&request.table_uri),
+            NameFrom::Path => path_table_name(&request.table_uri),
+        },
         explicit_table: request.table.clone(),
+        allowed_databases: request.allowed_databases.clone(),
+        name_from: request.name_from,
     };
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
@@ -152,7 +166,7 @@ pub async fn glue_sync(
             Err(e) => return Err(e),
         },
     };
-    let mut target = defaults.resolve(&properties)?;
+    let (mut target, mut named_by) = defaults.resolve(&properties)?;
 
     let mut attempt = 0;
     let mut moves = 0;
@@ -177,6 +191,7 @@ pub async fn glue_sync(
                     reason: Some(format!("the Delta table at {table} is missing")),
                     database: target.database.clone(),
                     table: target.table.clone(),
+                    named_by,
                     delta_version: None,
                     snapshot_id: None,
                     snapshots_committed: 0,
@@ -197,7 +212,8 @@ pub async fn glue_sync(
             && let Some(metadata) = &planned.newest_metadata
         {
             properties = TargetProperties::of(Some(metadata));
-            let wanted = defaults.resolve(&properties)?;
+            let (wanted, wanted_by) = defaults.resolve(&properties)?;
+            named_by = wanted_by;
             if wanted != target {
                 moves += 1;
                 if moves > MAX_MOVES {
@@ -227,6 +243,7 @@ pub async fn glue_sync(
             reason: planned.rebuilt.clone(),
             database: target.database.clone(),
             table: target.table.clone(),
+            named_by,
             delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
             snapshot_id: read
                 .current

@@ -33,14 +33,69 @@ pub struct GlueTarget {
 }
 
 /// How to name the mirror before looking at the Delta table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TargetDefaults {
     /// `GLUE_DATABASE` / `--glue-database`.
     pub database: String,
-    /// The folder name.
+    /// From the table's location (see [`NameFrom`]).
     pub table: String,
     /// `--glue-table`: when given, table properties are not consulted at all.
     pub explicit_table: Option<String>,
+    /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's own `lakemirror.glue.*`
+    /// properties may choose (a regex over the whole name). None: the properties are
+    /// ignored, so whoever writes a table cannot claim a name for its mirror.
+    pub allowed_databases: Option<regex::Regex>,
+    /// Whether the default name is the folder's or the whole path's.
+    pub name_from: NameFrom,
+}
+
+/// Which rule named a mirror (in the sync report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamedBy {
+    /// `--glue-table` / `GLUE_TABLE`.
+    Flag,
+    /// The Delta table's `lakemirror.glue.*` properties, as the deployment allows.
+    TableProperties,
+    /// The table's folder name.
+    Folder,
+    /// The table's whole path.
+    Path,
+}
+
+/// `TABLE_NAME_FROM_PATH`: the default Glue table name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NameFrom {
+    /// The folder's name (`s3://lake/sales/orders` -> `orders`). Two tables of one name in
+    /// different folders collide: the second is refused, as its Glue table mirrors the first.
+    #[default]
+    Folder,
+    /// The whole path below the bucket (`sales_orders`): unique per location.
+    Path,
+}
+
+impl std::str::FromStr for NameFrom {
+    type Err = String;
+
+    fn from_str(value: &str) -> std::result::Result<Self, Self::Err> {
+        match value.trim() {
+            "folder" => Ok(Self::Folder),
+            "path" => Ok(Self::Path),
+            other => Err(format!(
+                "{other:?} is not a naming rule: use folder (the folder's name) or path (the whole path below the bucket)"
+            )),
+        }
+    }
+}
+
+/// `ALLOWED_GLUE_DATABASES` as a regex that must match the whole name; None when empty.
+pub fn allowed_names(pattern: Option<&str>, what: &str) -> Result<Option<regex::Regex>> {
+    let Some(pattern) = pattern.map(str::trim).filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map(Some)
+        .map_err(|e| Error::InvalidInput(format!("{what} {pattern:?} is not a regex: {e}")))
 }
 
 impl TargetDefaults {
@@ -52,10 +107,27 @@ impl TargetDefaults {
         })
     }
 
-    /// The target the Delta table's properties ask for.
-    pub fn resolve(&self, properties: &TargetProperties) -> Result<GlueTarget> {
+    /// The target the Delta table's properties ask for, as far as the deployment lets
+    /// them choose, and the rule that named it.
+    pub fn resolve(&self, properties: &TargetProperties) -> Result<(GlueTarget, NamedBy)> {
         if let Some(fixed) = self.fixed() {
-            return Ok(fixed);
+            return Ok((fixed, NamedBy::Flag));
+        }
+        let by_location = || {
+            let named_by = match self.name_from {
+                NameFrom::Folder => NamedBy::Folder,
+                NameFrom::Path => NamedBy::Path,
+            };
+            (
+                GlueTarget {
+                    database: self.database.clone(),
+                    table: self.table.clone(),
+                },
+                named_by,
+            )
+        };
+        if properties.database.is_none() && properties.table.is_none() {
+            return Ok(by_location());
         }
         let name = |key: &str, value: &Option<String>| -> Result<Option<String>> {
             match value.as_deref().map(str::trim) {
@@ -67,11 +139,25 @@ impl TargetDefaults {
                 }),
             }
         };
-        Ok(GlueTarget {
+        let target = GlueTarget {
             database: name(DATABASE_PROPERTY, &properties.database)?
                 .unwrap_or_else(|| self.database.clone()),
             table: name(TABLE_PROPERTY, &properties.table)?.unwrap_or_else(|| self.table.clone()),
-        })
+        };
+        let allowed = match &self.allowed_databases {
+            None => false,
+            Some(allowed) => target.database == self.database || allowed.is_match(&target.database),
+        };
+        if !allowed {
+            tracing::warn!(
+                database = properties.database.as_deref(),
+                table = properties.table.as_deref(),
+                "the Delta table's lakemirror.glue.* properties are ignored: this deployment does not let tables choose {} (ALLOWED_GLUE_DATABASES)",
+                target.database
+            );
+            return Ok(by_location());
+        }
+        Ok((target, NamedBy::TableProperties))
     }
 }
 
@@ -137,18 +223,59 @@ mod tests {
             database: "lake".into(),
             table: "orders".into(),
             explicit_table: explicit.map(str::to_string),
+            allowed_databases: allowed_names(Some("sales|lake"), "test").unwrap(),
+            name_from: NameFrom::Folder,
         }
     }
 
     #[test]
+    fn table_properties_name_nothing_the_deployment_does_not_allow() {
+        let claim = props(&[(DATABASE_PROPERTY, "finance"), (TABLE_PROPERTY, "payroll")]);
+        let (target, named_by) = defaults(None).resolve(&claim).unwrap();
+        assert_eq!(
+            (target.database.as_str(), target.table.as_str()),
+            ("lake", "orders")
+        );
+        assert_eq!(named_by, NamedBy::Folder);
+        let none_allowed = TargetDefaults {
+            allowed_databases: None,
+            ..defaults(None)
+        };
+        let (target, _) = none_allowed
+            .resolve(&props(&[(TABLE_PROPERTY, "x")]))
+            .unwrap();
+        assert_eq!(
+            target.table, "orders",
+            "without an allowlist no property counts"
+        );
+        assert!(allowed_names(Some("("), "ALLOWED_GLUE_DATABASES").is_err());
+        assert!(
+            allowed_names(Some("sales"), "x")
+                .unwrap()
+                .unwrap()
+                .is_match("sales")
+        );
+        assert!(
+            !allowed_names(Some("sales"), "x")
+                .unwrap()
+                .unwrap()
+                .is_match("sales_x")
+        );
+    }
+
+    #[test]
     fn defaults_apply_without_properties() {
-        let target = defaults(None).resolve(&props(&[])).unwrap();
+        let (target, named_by) = defaults(None).resolve(&props(&[])).unwrap();
+        assert_eq!(named_by, NamedBy::Folder);
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("lake", "orders")
         );
         assert_eq!(
-            defaults(None).resolve(&TargetProperties::of(None)).unwrap(),
+            defaults(None)
+                .resolve(&TargetProperties::of(None))
+                .unwrap()
+                .0,
             target
         );
     }
@@ -156,14 +283,15 @@ mod tests {
     #[test]
     fn table_properties_override_database_and_table() {
         let m = props(&[(DATABASE_PROPERTY, "Sales"), (TABLE_PROPERTY, "orders_v2")]);
-        let target = defaults(None).resolve(&m).unwrap();
+        let (target, named_by) = defaults(None).resolve(&m).unwrap();
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("sales", "orders_v2")
         );
+        assert_eq!(named_by, NamedBy::TableProperties);
         let only_table = props(&[(TABLE_PROPERTY, "o")]);
         assert_eq!(
-            defaults(None).resolve(&only_table).unwrap().database,
+            defaults(None).resolve(&only_table).unwrap().0.database,
             "lake"
         );
     }
@@ -171,7 +299,8 @@ mod tests {
     #[test]
     fn an_explicit_table_name_wins() {
         let m = props(&[(DATABASE_PROPERTY, "sales"), (TABLE_PROPERTY, "x")]);
-        let target = defaults(Some("mine")).resolve(&m).unwrap();
+        let (target, named_by) = defaults(Some("mine")).resolve(&m).unwrap();
+        assert_eq!(named_by, NamedBy::Flag);
         assert_eq!(
             (target.database.as_str(), target.table.as_str()),
             ("lake", "mine")

@@ -1,4 +1,5 @@
-"""Where the mirror goes: the Delta table's own `lakemirror.glue.*` properties name it."""
+"""Where the mirror goes: the deployment's database and the table's folder (or path), or the
+Delta table's own `lakemirror.glue.*` properties where the deployment lets tables choose."""
 
 import uuid
 
@@ -26,8 +27,10 @@ def test_table_properties_name_the_glue_table_and_a_change_moves_the_mirror(
     write_deltalake(uri, rows(3), storage_options=delta_storage_options)
     set_properties(uri, delta_storage_options, {"lakemirror.glue.table": "Orders_Mirror"})
 
-    first = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    allowed = ["--allowed-glue-databases", "lm_[0-9a-f]+"]
+    first = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, *allowed)
     assert (first.json["database"], first.json["table"]) == (glue_database, "orders_mirror")
+    assert first.json["named_by"] == "table-properties"
     assert [t[1] for t in judge.glue_catalog().list_tables(glue_database)] == ["orders_mirror"]
 
     # An incremental commit keeps the remembered properties: the checkpoint, where the
@@ -42,7 +45,7 @@ def test_table_properties_name_the_glue_table_and_a_change_moves_the_mirror(
     saved = {key: s3.get_object(Bucket=bucket_name, Key=key)["Body"].read() for key in checkpoints}
     for key in checkpoints:
         s3.put_object(Bucket=bucket_name, Key=key, Body=b"not parquet")
-    second = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    second = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, *allowed)
     assert second.json["table"] == "orders_mirror"
     assert second.json["snapshots_committed"] == 1
     for key, body in saved.items():
@@ -50,7 +53,7 @@ def test_table_properties_name_the_glue_table_and_a_change_moves_the_mirror(
 
     # The table asks to live elsewhere: the next sync mirrors it there, complete.
     set_properties(uri, delta_storage_options, {"lakemirror.glue.database": other, "lakemirror.glue.table": "orders"})
-    moved = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    moved = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, *allowed)
     assert (moved.json["database"], moved.json["table"]) == (other, "orders")
     assert "old Glue table is left" in moved.stderr
     judge.assert_same_rows(judge.delta_rows(uri, delta_storage_options),
@@ -75,7 +78,38 @@ def test_a_property_glue_cannot_hold_stops_the_sync_with_a_fix(bucket, glue_data
     uri = f"s3://{bucket}/lake/bad"
     write_deltalake(uri, rows(1), storage_options=delta_storage_options)
     set_properties(uri, delta_storage_options, {"lakemirror.glue.table": "my-orders"})
-    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, check=False)
+    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database,
+                        "--allowed-glue-databases", "lm_[0-9a-f]+", check=False)
     assert result.returncode == 1
     assert "lakemirror.glue.table" in result.stderr and "SET TBLPROPERTIES" in result.stderr
     assert judge.glue_catalog().list_tables(glue_database) == []
+
+
+def test_a_table_writer_cannot_claim_a_glue_name_the_deployment_does_not_allow(
+        bucket, glue_database, delta_storage_options, lakemirror):
+    uri = f"s3://{bucket}/lake/sneaky"
+    write_deltalake(uri, rows(2), storage_options=delta_storage_options)
+    set_properties(uri, delta_storage_options, {"lakemirror.glue.database": "finance", "lakemirror.glue.table": "payroll"})
+    # No allowlist (the default): the properties are ignored, with a warning.
+    ignored = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    assert (ignored.json["database"], ignored.json["table"], ignored.json["named_by"]) == (glue_database, "sneaky", "folder")
+    assert "properties are ignored" in ignored.stderr
+    # An allowlist that does not cover the database asked for: the same.
+    narrow = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database,
+                        "--allowed-glue-databases", "sales_.*")
+    assert (narrow.json["database"], narrow.json["table"]) == (glue_database, "sneaky")
+    assert boto3.client("glue").get_databases()["DatabaseList"] and "finance" not in [
+        d["Name"] for d in boto3.client("glue").get_databases()["DatabaseList"]]
+
+
+def test_two_tables_of_one_name_collide_by_folder_and_not_by_path(bucket, glue_database, delta_storage_options, lakemirror):
+    first, second = f"s3://{bucket}/sales/orders", f"s3://{bucket}/returns/orders"
+    for uri in (first, second):
+        write_deltalake(uri, rows(1), storage_options=delta_storage_options)
+    assert lakemirror("glue-sync", "--table-uri", first, "--glue-database", glue_database).json["table"] == "orders"
+    collided = lakemirror("glue-sync", "--table-uri", second, "--glue-database", glue_database, check=False)
+    assert collided.returncode != 0 and "mirrors" in collided.stderr.strip().splitlines()[-1], collided.stderr
+    by_path = ["--table-name-from-path", "path"]
+    names = [lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, *by_path).json
+             for uri in (first, second)]
+    assert [(n["table"], n["named_by"]) for n in names] == [("sales_orders", "path"), ("returns_orders", "path")]

@@ -148,7 +148,12 @@ def test_table_properties_choose_the_name_or_opt_out(bucket, unity_schema, delta
         write_deltalake(uri, orders([1]), storage_options=delta_storage_options)
         set_properties(uri, delta_storage_options, properties)
     event = {"Records": commit_event(bucket, "gold/a", 1)["Records"] + commit_event(bucket, "gold/b", 1)["Records"]}
-    result = register(lakemirror, tmp_path, unity_schema, event)
+    # Without ALLOWED_UC_CATALOGS a table's naming properties are ignored (the opt-out counts).
+    ignored = register(lakemirror, tmp_path, unity_schema, event)
+    assert sorted((r["table_uri"], r["action"], r["full_name"]) for r in ignored.json["registered"]) == [
+        (named, "created", f"{unity_schema.catalog}.gold.a"), (skipped, "opted_out", None)]
+    unity_schema.server.api("DELETE", f"/tables/{unity_schema.catalog}.gold.a")
+    result = register(lakemirror, tmp_path, unity_schema, event, ALLOWED_UC_CATALOGS=unity_schema.catalog)
     assert sorted((r["table_uri"], r["action"], r["full_name"]) for r in result.json["registered"]) == [
         (named, "created", f"{unity_schema.catalog}.gold.orders_v2"), (skipped, "opted_out", None)]
     assert [t["name"] for t in unity_schema.tables()] == ["orders_v2"]

@@ -31,6 +31,9 @@ pub struct UnityConfig {
     pub schema: Option<String>,
     /// `TABLE_PREFIXES`: only tables under these `s3://bucket/prefix` roots; empty = all.
     pub table_prefixes: Vec<String>,
+    /// `ALLOWED_UC_CATALOGS`: the catalogs a table's `lakemirror.unity.*` properties may
+    /// choose (a regex); unset: the properties are ignored.
+    pub allowed_catalogs: Option<regex::Regex>,
 }
 
 impl std::fmt::Debug for UnityConfig {
@@ -42,6 +45,7 @@ impl std::fmt::Debug for UnityConfig {
             .field("catalog", &self.catalog)
             .field("schema", &self.schema)
             .field("table_prefixes", &self.table_prefixes)
+            .field("allowed_catalogs", &self.allowed_catalogs)
             .finish()
     }
 }
@@ -61,6 +65,10 @@ impl UnityConfig {
             catalog: var("UC_CATALOG"),
             schema: var("UC_SCHEMA"),
             table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
+            allowed_catalogs: crate::target::allowed_names(
+                var("ALLOWED_UC_CATALOGS").as_deref(),
+                "ALLOWED_UC_CATALOGS",
+            )?,
         })
     }
 
@@ -112,6 +120,7 @@ impl UnityRegisterFunction {
                 catalog: self.config.catalog.clone(),
                 schema: self.config.schema.clone(),
                 table: None,
+                allowed_catalogs: self.config.allowed_catalogs.clone(),
             };
             match unity_register(&uc, &request).await {
                 Ok(report) => registered.push(report),
@@ -146,6 +155,7 @@ mod tests {
             catalog: None,
             schema: None,
             table_prefixes: Vec::new(),
+            allowed_catalogs: None,
         };
         assert!(!format!("{config:?}").contains("s3cr3t"));
     }

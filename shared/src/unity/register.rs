@@ -48,6 +48,10 @@ pub struct UnityRegisterRequest {
     /// `--table`: the table name; when given, the `lakemirror.unity.*` properties are not
     /// consulted. Default: the table property, else the folder name.
     pub table: Option<String>,
+    /// `ALLOWED_UC_CATALOGS`: the catalogs a Delta table's own `lakemirror.unity.catalog`,
+    /// `.schema` and `.table` properties may choose (a regex over the whole name). None:
+    /// those properties are ignored, so whoever writes a table cannot claim an entry.
+    pub allowed_catalogs: Option<regex::Regex>,
 }
 
 /// What a registration did.
@@ -104,7 +108,27 @@ pub fn resolve_name(
             }
         }
     }
-    let explicit = request.table.is_some();
+    // The names a table's properties choose count only inside the catalogs the deployment
+    // allows them.
+    let asked = [CATALOG_PROPERTY, SCHEMA_PROPERTY, TABLE_PROPERTY]
+        .iter()
+        .any(|key| property(key).is_some());
+    let catalog_asked = property(CATALOG_PROPERTY).or_else(|| request.catalog.clone());
+    let allowed = match (&request.allowed_catalogs, &catalog_asked) {
+        (Some(allowed), Some(catalog)) => {
+            request.catalog.as_deref() == Some(catalog.as_str())
+                || allowed.is_match(&catalog.to_lowercase())
+        }
+        _ => false,
+    };
+    if asked && request.table.is_none() && !allowed {
+        tracing::warn!(
+            table = %request.table_uri,
+            "the Delta table's lakemirror.unity.catalog/schema/table properties are ignored: this deployment does not let tables choose {} (ALLOWED_UC_CATALOGS)",
+            catalog_asked.as_deref().unwrap_or("a catalog")
+        );
+    }
+    let explicit = request.table.is_some() || !allowed;
     let pick = |key: &str, default: Option<&str>, flag: &str| -> Result<String> {
         let from_property = if explicit { None } else { property(key) };
         let value = from_property
@@ -335,6 +359,7 @@ mod tests {
             catalog: catalog.map(str::to_string),
             schema: schema.map(str::to_string),
             table: table.map(str::to_string),
+            allowed_catalogs: crate::target::allowed_names(Some("sales|main"), "test").unwrap(),
         }
     }
 
@@ -370,6 +395,26 @@ mod tests {
         assert_eq!(
             resolve_name(&explicit, &props, "orders").unwrap(),
             Some(name("main", "gold", "mine"))
+        );
+    }
+
+    #[test]
+    fn a_table_names_its_entry_only_inside_the_catalogs_the_deployment_allows() {
+        let props = config(&[(CATALOG_PROPERTY, "finance"), (TABLE_PROPERTY, "payroll")]);
+        let r = request(Some("main"), Some("gold"), None);
+        assert_eq!(
+            resolve_name(&r, &props, "orders").unwrap(),
+            Some(name("main", "gold", "orders")),
+            "finance is not allowed: the properties are ignored"
+        );
+        let none_allowed = UnityRegisterRequest {
+            allowed_catalogs: None,
+            ..r
+        };
+        let own = config(&[(TABLE_PROPERTY, "payroll")]);
+        assert_eq!(
+            resolve_name(&none_allowed, &own, "orders").unwrap(),
+            Some(name("main", "gold", "orders"))
         );
     }
 
