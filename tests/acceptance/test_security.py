@@ -154,3 +154,30 @@ def test_the_function_verifies_the_database_and_refuses_plaintext_unless_allowed
         assert PASSWORD not in result.stdout + result.stderr
     assert run(**secure).returncode == 0, "the CA given: verified and synced"
     assert run(POSTGRES_URL=downgraded, POSTGRES_ALLOW_INSECURE="true").returncode == 0
+
+
+def test_commit_events_of_tables_lakebase_does_not_copy_open_no_database_connection(
+        bucket, delta_storage_options, lakemirror, tmp_path):
+    # A burst of commits elsewhere in the bucket must not cost the database anything: the
+    # function decides before it connects (here the database is not even reachable).
+    import json
+    import socket
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.test_invoke import moto_style_s3_record, sqs_record
+
+    copied = f"s3://{bucket}/gold/copied"
+    write_deltalake(copied, pa.table({"id": pa.array([1], pa.int64())}), storage_options=delta_storage_options)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    burst = [sqs_record(f"m{n}", json.dumps({"Records": [moto_style_s3_record(
+        bucket, f"raw/t{n % 7}/_delta_log/{n:020}.json")]})) for n in range(200)]
+    event = tmp_path / "burst.json"
+    event.write_text(json.dumps({"Records": burst}))
+    result = lakemirror("invoke", "lakebase-sync", "--event", event, env={
+        "LAKEBASE_CONFIG": f'[[tables]]\nsource.path = "{copied}"\ntarget.table_name = "copied"\n',
+        "POSTGRES_URL": f"postgres://app@127.0.0.1:{closed_port}/db"})
+    assert result.json == {"synced": [], "failed": [], "skipped": 1}

@@ -14,18 +14,20 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 EXPECTED_ACTIONS = {
     "GlueSyncRole": {
         "s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:DeleteObject",
-        "glue:GetDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
+        "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
         "glue:DeleteTable",  # only with OnMissingSource=drop
         "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-        "sqs:ChangeMessageVisibility", "kms:Decrypt", "kms:GenerateDataKey",
+        "kms:Decrypt", "kms:GenerateDataKey",
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
     "LakebaseSyncRole": {
         "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
+        "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",  # its commit queue
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
     "UnityRegisterRole": {
-        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt", "sqs:SendMessage",
+        "s3:GetObject", "s3:ListBucket", "secretsmanager:GetSecretValue", "kms:Decrypt",
+        "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",  # its commit queue
         "logs:CreateLogStream", "logs:PutLogEvents",
     },
 }
@@ -177,3 +179,34 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
         if "secretsmanager:GetSecretValue" in as_list(s["Action"])
     ]
     assert len(statements_with_secrets) == 4
+
+
+def test_kms_is_used_only_through_s3():
+    for name in ROLES:
+        for statement in statements(template()["Resources"][name]):
+            if any(a.startswith("kms:") for a in as_list(statement["Action"])):
+                assert statement["Condition"]["StringEquals"]["kms:ViaService"] == {
+                    "!Sub": "s3.${AWS::Region}.amazonaws.com"}, name
+
+
+def test_each_consumer_has_its_own_queue_dead_letter_queue_and_concurrency_cap():
+    resources = template()["Resources"]
+    targets = resources["SyncRule"]["Properties"]["Targets"]
+    arns = [t["Arn"]["!GetAtt"] for target in targets for t in branches(target)]
+    assert arns == ["SyncQueue.Arn", "LakebaseQueue.Arn", "UnityQueue.Arn"], "the rule invokes no function directly"
+    for queue, dead_letters, mapping, cap in (
+            ("LakebaseQueue", "LakebaseDeadLetterQueue", "LakebaseCommits", "LakebaseMaxConcurrency"),
+            ("UnityQueue", "UnityDeadLetterQueue", "UnityCommits", "UnityMaxConcurrency")):
+        redrive = resources[queue]["Properties"]["RedrivePolicy"]
+        assert redrive["deadLetterTargetArn"] == {"!GetAtt": f"{dead_letters}.Arn"}
+        props = resources[mapping]["Properties"]
+        assert props["EventSourceArn"] == {"!GetAtt": f"{queue}.Arn"}
+        assert props["ScalingConfig"]["MaximumConcurrency"] == {"!Ref": cap}
+    glue = resources["GlueSyncFunction"]["Properties"]["Events"]["SyncQueue"]["Properties"]
+    assert glue["ScalingConfig"]["MaximumConcurrency"] == {"!Ref": "MaxConcurrency"}
+
+
+def test_the_event_rule_matches_only_commits_under_the_table_prefixes():
+    keys = template()["Resources"]["SyncRule"]["Properties"]["EventPattern"]["detail"]["object"]["key"]
+    patterns = [branch["wildcard"]["!Sub"][0] for key in keys for branch in branches(key)]
+    assert len(patterns) == 8 and set(patterns) == {"${P}*_delta_log/*.json"}
