@@ -58,6 +58,10 @@ class LoopSettings:
     invoke_port: int = 0
     release: bool = False
     endpoint: str | None = None
+    # Which function the queue feeds (glue-sync, or lakebase-sync / unity-register as their
+    # own queues feed them in the stack), and its environment beyond the AWS one.
+    function: str = FUNCTION
+    function_env: dict = field(default_factory=dict)
     log_dir: Path = field(default_factory=lambda: Path(os.environ.get("TMPDIR", "/tmp")) / "lakemirror-event-loop")
 
 
@@ -200,7 +204,7 @@ class EventLoop:
         if cargo_lambda is None:
             raise RuntimeError("cargo-lambda is not installed: pip install cargo-lambda (tests/requirements.txt has it)")
         port = s.invoke_port or _free_port()
-        self.invoke_url = f"http://127.0.0.1:{port}/2015-03-31/functions/{FUNCTION}/invocations"
+        self.invoke_url = f"http://127.0.0.1:{port}/2015-03-31/functions/{s.function}/invocations"
         env = dict(os.environ)
         env.update(self.aws_env())
         env.update({
@@ -209,20 +213,21 @@ class EventLoop:
             "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue_url,
             "AWS_LAMBDA_LOG_FORMAT": "JSON",
             "RUST_LOG": env.get("RUST_LOG", "info"),
+            **s.function_env,
         })
-        self.function_log = s.log_dir / "glue-sync.log"
+        self.function_log = s.log_dir / f"{s.function}.log"
         self._spawn([cargo_lambda, "lambda", "watch", "--ignore-changes", "--quiet",
                      "--invoke-address", "127.0.0.1", "--invoke-port", str(port),
                      "--concurrency", str(s.max_concurrency), "--timeout", "600",
-                     "--package", FUNCTION, "--bin", FUNCTION, *(["--release"] if s.release else [])],
-                    "glue-sync.log", env=env)
+                     "--package", s.function, "--bin", s.function, *(["--release"] if s.release else [])],
+                    f"{s.function}.log", env=env)
         _wait_for_port(port, self._procs[-1], self.function_log)
 
     def _warm_up(self) -> None:
         """One empty invocation, so the first compile and cold start happen before any
         message is received (and cannot outlast its visibility timeout)."""
         if self._invoke({"Records": []}) is None:
-            raise RuntimeError(f"glue-sync did not answer its warm-up invocation; see {self.function_log}")
+            raise RuntimeError(f"{self.settings.function} did not answer its warm-up invocation; see {self.function_log}")
 
     # -- the SQS event source ------------------------------------------------------------
     def _poll(self) -> None:

@@ -181,3 +181,58 @@ def test_commit_events_of_tables_lakebase_does_not_copy_open_no_database_connect
         "LAKEBASE_CONFIG": f'[[tables]]\nsource.path = "{copied}"\ntarget.table_name = "copied"\n',
         "POSTGRES_URL": f"postgres://app@127.0.0.1:{closed_port}/db"})
     assert result.json == {"synced": [], "failed": [], "skipped": 1}
+
+
+def test_a_burst_of_commits_opens_no_more_connections_than_the_queue_lets_invocations_run(
+        moto_endpoint, postgres_server, postgres_url, delta_storage_options, tmp_path):
+    """The stack's lakebase queue runs at most LakebaseMaxConcurrency invocations at once, and
+    each opens one connection. Locally: the event loop's SQS event source with that
+    concurrency, and a database role that may hold no more connections than that (one more
+    would fail its sync, and the messages would end up in the dead-letter queue)."""
+    import sys
+    import uuid
+    from pathlib import Path
+
+    import boto3
+    import psycopg
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.test_lakebase import pg_rows
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "localstack"))
+    from event_loop import EventLoop, LoopSettings, wait_until
+
+    concurrency = 2
+    database = postgres_url.split("/")[-1].split("?")[0]
+    with psycopg.connect(postgres_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE burst LOGIN PASSWORD 'burst' CONNECTION LIMIT {concurrency}")
+        con.execute(f'ALTER DATABASE "{database}" OWNER TO burst')
+    tag = uuid.uuid4().hex[:12]
+    settings = LoopSettings(
+        bucket=f"lm-burst-{tag}", glue_database=f"lm_burst_{tag}", queue_name=f"lm-burst-{tag}",
+        endpoint=moto_endpoint, log_dir=tmp_path / "loop", batch_size=1, batching_window_seconds=0,
+        max_concurrency=concurrency, max_receive_count=3, function="lakebase-sync",
+        function_env={
+            "LAKEBASE_CONFIG": f'[[tables]]\nsource.path = "s3://lm-burst-{tag}/gold/orders"\n'
+                               f'target.table_name = "orders"\nsync.mode = "incremental"\nsync.primary_key = "id"\n',
+            "POSTGRES_URL": f"postgres://burst:burst@localhost:{postgres_server.port}/{database}",
+            "POSTGRES_CA_PEM": Path(postgres_server.ca_file).read_text(),
+        })
+    uri = f"s3://{settings.bucket}/gold/orders"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=settings.bucket)
+    # The table exists before the loop starts: its warm-up invocation is a schedule tick.
+    write_deltalake(uri, pa.table({"id": pa.array([0], pa.int64())}), storage_options=delta_storage_options)
+    with EventLoop(settings) as loop:
+        for n in range(1, 30):  # commits of the copied table, each an event
+            write_deltalake(uri, pa.table({"id": pa.array([n], pa.int64())}), mode="append",
+                            storage_options=delta_storage_options)
+        for n in range(120):  # and commits of tables it does not copy
+            s3.put_object(Bucket=settings.bucket, Key=f"raw/t{n % 9}/_delta_log/{n:020}.json", Body=b"{}")
+        wait_until(lambda: loop.queue_depths() == (0, 0) and loop.stats.delivered >= 149, 300,
+                   "every commit event handled")
+        assert loop.queue_depths() == (0, 0), "nothing failed into the dead-letter queue"
+        assert loop.stats.failed == 0, "no invocation failed (one connection too many would)"
+    assert sorted(pg_rows(postgres_url, '"public"."orders"', ["id"])) == [(n,) for n in range(30)]
