@@ -118,6 +118,11 @@ enum Command {
         /// Sync up to this Delta version instead of the newest (every table).
         #[arg(long)]
         to_version: Option<i64>,
+        /// Name rows by their key values in errors (a duplicate key, a value PostgreSQL
+        /// cannot store) [default: the key columns and a hash of the values: keys are user
+        /// data, and errors end in logs].
+        #[arg(long)]
+        show_values: bool,
         #[command(flatten)]
         unity: UnityArgs,
     },
@@ -378,6 +383,7 @@ async fn main() -> ExitCode {
             interval,
             postgres_url,
             to_version,
+            show_values,
             unity,
         } => {
             let tables = match config {
@@ -392,6 +398,12 @@ async fn main() -> ExitCode {
                     interval,
                 ),
             };
+            let tables = tables.map(|mut tables| {
+                for table in &mut tables {
+                    table.show_values = show_values;
+                }
+                tables
+            });
             match tables {
                 Ok(tables) => match unity.client() {
                     Ok(uc) => {

@@ -149,8 +149,13 @@ def test_duplicate_keys_and_nul_bytes_fail_naming_the_row_and_change_nothing(tmp
     write_deltalake(dup, pa.table({"id": pa.array([7, 7], pa.int64()), "v": ["a", "b"]}))
     write_deltalake(nul, pa.table({"id": pa.array([1, 42], pa.int64()), "v": ["ok", "bad\x00byte"]}))
     for path, wanted in ((dup, "(id)=(7)"), (nul, "id=42")):
-        result = lakemirror("lakebase-sync", "--source-path", path, "--target-table", "x", "--primary-key", "id",
-                            "--postgres-url", postgres_url, check=False)
+        args = ("lakebase-sync", "--source-path", path, "--target-table", "x", "--primary-key", "id",
+                "--postgres-url", postgres_url)
+        # Keys are user data: by default the error names the key column and a hash only.
+        hidden = lakemirror(*args, check=False)
+        assert hidden.returncode != 0 and "id with values hashed to" in hidden.stderr, hidden.stderr
+        assert wanted not in hidden.stderr and "nothing was changed" in hidden.stderr
+        result = lakemirror(*args, "--show-values", check=False)
         assert result.returncode != 0 and wanted in result.stderr, result.stderr
         assert "nothing was changed" in result.stderr
     with psycopg.connect(postgres_url) as con:

@@ -165,7 +165,9 @@ def test_a_duplicate_key_in_the_changes_fails_naming_it_and_changes_nothing(tmp_
     args = ("--mode", "incremental", "--primary-key", "id")
     sync(lakemirror, postgres_url, path, *args)
     write_deltalake(path, orders([5, 5]), mode="append")
-    refused = sync(lakemirror, postgres_url, path, *args, check=False)
+    hidden = sync(lakemirror, postgres_url, path, *args, check=False)
+    assert hidden.returncode != 0 and "id with values hashed to" in hidden.stderr and "id=5" not in hidden.stderr
+    refused = sync(lakemirror, postgres_url, path, *args, "--show-values", check=False)
     assert refused.returncode != 0 and "id=5" in refused.stderr and "nothing was changed" in refused.stderr, \
         refused.stderr
     assert sorted(pg_rows(postgres_url, '"public"."t"', ["id"])) == [(1,), (2,)]

@@ -74,6 +74,10 @@ pub struct SyncedTable {
     pub conflict_on_existing: Conflict,
     pub primary_key: Vec<String>,
     pub target: TableName,
+    /// Whether an error may name a row by its key values. Primary keys are user data, and
+    /// errors end in logs and dead-letter messages: by default a row is named by its key
+    /// columns and a hash of the values. Only the CLI's `--show-values` turns this on.
+    pub show_values: bool,
 }
 
 impl SyncedTable {
@@ -236,6 +240,7 @@ impl TableKeys {
             conflict_on_existing,
             primary_key,
             target,
+            show_values: false,
         })
     }
 }

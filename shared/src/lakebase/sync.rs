@@ -240,7 +240,7 @@ async fn full_refresh(
             keys.join(", ")
         ))
         .await
-        .map_err(|e| duplicate_key(target, &uri, e))?;
+        .map_err(|e| duplicate_key(target, &uri, table.show_values, e))?;
     }
     crate::crash::point("lakebase-after-index");
     if exists {
@@ -458,11 +458,11 @@ async fn apply_changes(
     let duplicate = tx
         .query_opt(
             &format!(
-                "SELECT concat_ws(', ', {}) FROM lakemirror_upserts GROUP BY {} HAVING count(*) > 1 LIMIT 1",
+                "SELECT {} FROM lakemirror_upserts GROUP BY {} HAVING count(*) > 1 LIMIT 1",
                 table
                     .primary_key
                     .iter()
-                    .map(|k| format!("{} || '=' || {}::text", quote_literal(k), quote_ident(k)))
+                    .map(|k| format!("{}::text", quote_ident(k)))
                     .collect::<Vec<_>>()
                     .join(", "),
                 keys.join(", ")
@@ -472,10 +472,19 @@ async fn apply_changes(
         .await
         .map_err(|e| pg_error("looking for duplicate keys", e))?;
     if let Some(row) = duplicate {
-        let key: String = row.get(0);
+        let pairs: Vec<(String, String)> = table
+            .primary_key
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let value: Option<String> = row.get(i);
+                (k.clone(), value.unwrap_or_else(|| "NULL".into()))
+            })
+            .collect();
         return Err(Error::InvalidInput(format!(
-            "{target}: the Delta table {} holds the primary key ({key}) more than once; nothing was changed. Fix the source or sync.primary_key",
-            store.root_uri()
+            "{target}: the Delta table {} holds the primary key ({}) more than once; nothing was changed. Fix the source or sync.primary_key",
+            store.root_uri(),
+            key_text(&pairs, table.show_values)
         )));
     }
     tx.batch_execute("ANALYZE lakemirror_upserts; ANALYZE lakemirror_deletes")
@@ -825,7 +834,7 @@ fn rejected(
     path: &str,
     r: Rejected,
 ) -> Error {
-    let key: Vec<String> = table
+    let key: Vec<(String, String)> = table
         .primary_key
         .iter()
         .filter_map(|k| {
@@ -835,13 +844,13 @@ fn rejected(
                 &arrow_cast::display::FormatOptions::default(),
             )
             .ok()?;
-            Some(format!("{k}={}", formatter.value(r.row)))
+            Some((k.clone(), formatter.value(r.row).to_string()))
         })
         .collect();
     let row = if key.is_empty() {
         format!("a row of {path}")
     } else {
-        format!("the row with {}", key.join(", "))
+        format!("the row with {}", key_text(&key, table.show_values))
     };
     Error::InvalidInput(format!(
         "{}: column {} of {row} {}; nothing was changed",
@@ -849,18 +858,58 @@ fn rejected(
     ))
 }
 
-/// A duplicate primary key, with the key PostgreSQL reports.
-fn duplicate_key(target: &TableName, uri: &str, e: tokio_postgres::Error) -> Error {
+/// A duplicate primary key, with the key PostgreSQL reports (`Key (id)=(7) is
+/// duplicated.`), its values hidden unless `show_values`.
+fn duplicate_key(
+    target: &TableName,
+    uri: &str,
+    show_values: bool,
+    e: tokio_postgres::Error,
+) -> Error {
     let duplicate = e
         .as_db_error()
         .filter(|db| db.code().code() == "23505")
         .map(|db| db.detail().unwrap_or("").to_string());
     match duplicate {
-        Some(detail) => Error::InvalidInput(format!(
-            "{target}: the Delta table {uri} holds the primary key more than once ({detail}); nothing was changed. Fix the source or sync.primary_key"
-        )),
+        Some(detail) => {
+            let shown = match detail
+                .strip_prefix("Key (")
+                .and_then(|rest| rest.split_once(")=("))
+                .and_then(|(columns, rest)| Some((columns, rest.rsplit_once(')')?.0)))
+            {
+                Some((columns, values)) if !show_values => {
+                    key_text(&[(columns.to_string(), values.to_string())], false)
+                }
+                _ if show_values => detail,
+                _ => "its values hidden".to_string(),
+            };
+            Error::InvalidInput(format!(
+                "{target}: the Delta table {uri} holds the primary key more than once ({shown}); nothing was changed. Fix the source or sync.primary_key"
+            ))
+        }
         None => pg_error("building the primary key", e),
     }
+}
+
+/// How an error names a row's key: `id=42` with `show_values`, else the key columns and a
+/// hash of the values (`id, hash 9c1b…`), which tells rows apart without carrying user
+/// data into logs and dead-letter messages. `lakemirror lakebase-sync --show-values` shows
+/// the values.
+fn key_text(pairs: &[(String, String)], show_values: bool) -> String {
+    if show_values {
+        return pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let columns: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let values: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
+    let hash = crate::delta::actions::content_hash(values.join("\u{0}").as_bytes());
+    format!(
+        "{} with values hashed to {hash:016x} (run the CLI with --show-values to see them)",
+        columns.join(", ")
+    )
 }
 
 /// The old table's owner and table privileges (from its ACL: every grant, with its grant
@@ -937,4 +986,24 @@ fn pkey_name(table: &str) -> String {
         end -= 1;
     }
     format!("{}_pkey", &table[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_hashed_unless_shown() {
+        let key = [("id".to_string(), "42".to_string())];
+        assert_eq!(key_text(&key, true), "id=42");
+        let hidden = key_text(&key, false);
+        assert!(
+            hidden.starts_with("id with values hashed to ") && !hidden.contains("=42"),
+            "{hidden}"
+        );
+        assert_ne!(
+            hidden,
+            key_text(&[("id".to_string(), "43".to_string())], false)
+        );
+    }
 }
