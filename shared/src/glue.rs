@@ -148,9 +148,9 @@ impl GlueCatalog {
     /// A client from the standard AWS configuration (env, profile, instance role;
     /// `AWS_ENDPOINT_URL` for a local endpoint).
     pub async fn from_env(counters: Arc<IoCounters>) -> Self {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let config = crate::aws::config().await;
         Self {
-            client: glue_client(&config),
+            client: glue_client(config),
             counters,
         }
     }

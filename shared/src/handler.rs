@@ -101,15 +101,15 @@ impl GlueSyncFunction {
     /// Clients from the standard AWS configuration (env, profile, role; `AWS_ENDPOINT_URL`
     /// for a local endpoint).
     pub async fn from_config(config: GlueSyncConfig) -> Self {
-        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let aws = crate::aws::config().await;
         let glue = GlueCatalog::new(
-            crate::glue::glue_client(&aws),
+            crate::glue::glue_client(aws),
             Arc::new(IoCounters::default()),
         );
         let dead_letters = config
             .dead_letter_queue_url
             .clone()
-            .map(|url| DeadLetterQueue::new(aws_sdk_sqs::Client::new(&aws), url));
+            .map(|url| DeadLetterQueue::new(aws_sdk_sqs::Client::new(aws), url));
         Self {
             config,
             glue,

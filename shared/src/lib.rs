@@ -12,6 +12,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod aws;
 pub mod crash;
 pub mod dead_letter;
 pub mod delta;

@@ -343,6 +343,9 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // One AWS configuration for every client and every S3 store of this run (profiles,
+    // SSO, credential_process, web identity, container and instance credentials).
+    lakemirror::aws::config().await;
     let outcome = match cli.command {
         Command::GlueSync {
             table_uri,

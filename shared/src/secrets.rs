@@ -5,10 +5,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// A Secrets Manager client from the function's environment.
+/// A Secrets Manager client from the process's AWS configuration.
 pub async fn secrets_client() -> aws_sdk_secretsmanager::Client {
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    aws_sdk_secretsmanager::Client::new(&aws)
+    aws_sdk_secretsmanager::Client::new(crate::aws::config().await)
 }
 
 /// The secret `arn` as text: the `field` of a JSON secret (as RDS writes `password`), else

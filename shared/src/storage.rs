@@ -82,7 +82,8 @@ pub fn canonical_uri(uri: &str) -> String {
 
 impl TableStorage {
     /// Opens the store for `uri`: `s3://bucket/prefix`, `file:///abs/path` or a local path.
-    /// S3 settings come from the environment (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// S3 settings come from the process's AWS configuration ([`crate::aws::config`]) once
+    /// it is loaded, else from the environment (`AWS_REGION`, `AWS_ENDPOINT_URL`,
     /// `AWS_ALLOW_HTTP`, credentials).
     pub fn open(uri: &str, counters: Arc<IoCounters>) -> Result<Self> {
         Self::open_with_credentials(uri, counters, None)
@@ -106,19 +107,40 @@ impl TableStorage {
                     "{uri} names no bucket; use s3://bucket/path"
                 )));
             }
-            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-            if let Ok(endpoint) =
-                std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
-            {
-                builder = builder.with_endpoint(endpoint);
-            }
+            let mut builder = match crate::aws::loaded() {
+                // The process's AWS configuration: its credentials chain, region, endpoint.
+                Some(shared) => {
+                    let mut builder = AmazonS3Builder::new().with_bucket_name(bucket);
+                    if let Some(region) = shared.sdk.region() {
+                        builder = builder.with_region(region.as_ref());
+                    }
+                    if let Some(endpoint) = crate::aws::s3_endpoint(&shared.sdk) {
+                        builder = builder
+                            .with_allow_http(endpoint.starts_with("http://"))
+                            .with_endpoint(endpoint);
+                    }
+                    match (&shared.s3_credentials, credentials) {
+                        (Some(chain), None) => builder.with_credentials(chain.clone()),
+                        _ => builder,
+                    }
+                }
+                None => {
+                    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                    if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL_S3")
+                        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+                    {
+                        builder = builder.with_endpoint(endpoint);
+                    }
+                    if let Ok(region) =
+                        std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                    {
+                        builder = builder.with_region(region);
+                    }
+                    builder
+                }
+            };
             if std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
                 builder = builder.with_allow_http(true);
-            }
-            if let Ok(region) =
-                std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-            {
-                builder = builder.with_region(region);
             }
             if let Some(vended) = credentials {
                 builder = builder

@@ -134,6 +134,8 @@ pub struct LakebaseSyncFunction {
 
 impl LakebaseSyncFunction {
     pub async fn from_config(config: LakebaseSyncConfig) -> Self {
+        // S3 (the Delta tables) and Secrets Manager take the process's AWS configuration.
+        crate::aws::config().await;
         let needs_secrets = config.password_secret_arn.is_some()
             || config.ca_secret_arn.is_some()
             || config

@@ -96,6 +96,8 @@ pub struct UnityRegisterFunction {
 
 impl UnityRegisterFunction {
     pub async fn from_config(config: UnityConfig) -> Self {
+        // S3 (the Delta tables) and Secrets Manager take the process's AWS configuration.
+        crate::aws::config().await;
         let secrets = match &config.token_secret_arn {
             Some(_) => Some(secrets_client().await),
             None => None,

@@ -1,0 +1,108 @@
+//! One AWS configuration for the whole process, loaded once (at a function's cold start, or
+//! when the CLI starts): every client (Glue, SQS, Secrets Manager) and the S3 object store
+//! take their credentials, region and endpoint from the same `aws_config::SdkConfig`. So a
+//! named profile, SSO, `credential_process`, web identity, container and instance
+//! credentials all work for S3 too, and `AWS_EC2_METADATA_DISABLED` is honoured everywhere.
+//!
+//! S3 stays on `object_store` (the reads are ranged GETs, listings and PUTs it does well,
+//! and iceberg and parquet speak it); only its credentials come from the SDK's chain. The
+//! measured reasons are in README, "Dependencies".
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use object_store::CredentialProvider;
+use object_store::aws::AwsCredential;
+
+/// The configuration, and the S3 credentials drawn from it (shared, so that every store
+/// of the process reuses one set until it is about to expire).
+pub struct Shared {
+    pub sdk: aws_config::SdkConfig,
+    pub s3_credentials: Option<Arc<SdkCredentials>>,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
+/// The process's AWS configuration, loaded on first use from the standard places:
+/// environment (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and
+/// credentials files, SSO, web identity, container and instance metadata.
+pub async fn config() -> &'static aws_config::SdkConfig {
+    if let Some(shared) = SHARED.get() {
+        return &shared.sdk;
+    }
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let s3_credentials = s3_credentials(&sdk);
+    &SHARED
+        .get_or_init(|| Shared {
+            sdk,
+            s3_credentials,
+        })
+        .sdk
+}
+
+/// The configuration when it was loaded already (S3 stores opened before it fall back to
+/// the environment).
+pub fn loaded() -> Option<&'static Shared> {
+    SHARED.get()
+}
+
+/// The S3 endpoint: `AWS_ENDPOINT_URL_S3`, else the configuration's (`AWS_ENDPOINT_URL` or
+/// a profile's `endpoint_url`).
+pub fn s3_endpoint(config: &aws_config::SdkConfig) -> Option<String> {
+    std::env::var("AWS_ENDPOINT_URL_S3")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| config.endpoint_url().map(str::to_string))
+}
+
+/// The SDK's credentials for `object_store`, refreshed a few minutes before they expire.
+fn s3_credentials(config: &aws_config::SdkConfig) -> Option<Arc<SdkCredentials>> {
+    config.credentials_provider().map(|provider| {
+        Arc::new(SdkCredentials {
+            provider,
+            cached: tokio::sync::Mutex::new(None),
+        })
+    })
+}
+
+/// Credentials from the SDK's provider chain, as `object_store` asks for them.
+#[derive(Debug)]
+pub struct SdkCredentials {
+    provider: SharedCredentialsProvider,
+    cached: tokio::sync::Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>,
+}
+
+/// Credentials are fetched again this long before they expire.
+const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
+
+#[async_trait::async_trait]
+impl CredentialProvider for SdkCredentials {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let mut cached = self.cached.lock().await;
+        if let Some((credential, expiry)) = cached.as_ref()
+            && expiry.is_none_or(|e| e > SystemTime::now() + REFRESH_BEFORE_EXPIRY)
+        {
+            return Ok(credential.clone());
+        }
+        let fresh = self.provider.provide_credentials().await.map_err(|e| {
+            object_store::Error::Generic {
+                store: "S3",
+                source: format!(
+                    "no AWS credentials for S3: {}",
+                    aws_sdk_glue::error::DisplayErrorContext(&e)
+                )
+                .into(),
+            }
+        })?;
+        let credential = Arc::new(AwsCredential {
+            key_id: fresh.access_key_id().to_string(),
+            secret_key: fresh.secret_access_key().to_string(),
+            token: fresh.session_token().map(str::to_string),
+        });
+        *cached = Some((credential.clone(), fresh.expiry()));
+        Ok(credential)
+    }
+}
