@@ -17,7 +17,8 @@ use crate::mirror::plan::parse_format_version;
 use crate::storage::IoCounters;
 use crate::sync::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
 use crate::target::{NameFrom, allowed_names};
-use crate::trigger::{Delivery, TableTrigger, deliveries, table_triggers};
+use crate::trigger::{Delivery, LambdaInput, TableTrigger, batch_response, table_triggers};
+use aws_lambda_events::event::sqs::SqsBatchResponse;
 use iceberg::spec::FormatVersion;
 
 /// Configuration of the glue-sync function, from its environment.
@@ -89,6 +90,19 @@ impl GlueSyncConfig {
     }
 }
 
+/// What glue-sync answers.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum GlueSyncResponse {
+    /// To an SQS batch: the messages to redeliver; the others are done.
+    Batch(SqsBatchResponse),
+    /// To an event delivered directly (it fails as a whole when a retry may help).
+    Synced {
+        synced: Vec<SyncReport>,
+        parked: usize,
+    },
+}
+
 /// The glue-sync function: configuration and clients, built once per process.
 #[derive(Debug, Clone)]
 pub struct GlueSyncFunction {
@@ -128,12 +142,16 @@ impl GlueSyncFunction {
     /// redelivery, the others' messages are done. A sync cut off has made nothing visible
     /// (the catalog points at new metadata only once all of it is written); what it wrote
     /// is unreferenced.
-    pub async fn handle(&self, event: &Value, deadline: Option<SystemTime>) -> Result<Value> {
+    pub async fn handle(
+        &self,
+        event: &LambdaInput,
+        deadline: Option<SystemTime>,
+    ) -> Result<GlueSyncResponse> {
         // A deadline already past as the invocation starts is not a real one (`cargo lambda
         // watch` hands out such deadlines); Lambda never does.
         let deadline = deadline.filter(|d| *d > SystemTime::now());
-        let deliveries = deliveries(event);
-        let is_sqs = deliveries.iter().any(|d| d.message_id.is_some());
+        let deliveries = event.deliveries();
+        let is_sqs = event.is_sqs();
         let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
         let mut permanent: BTreeMap<Option<String>, Parking> = BTreeMap::new();
         for d in deliveries.iter().filter(|d| d.unreadable.is_some()) {
@@ -207,16 +225,13 @@ impl GlueSyncFunction {
             }
         }
         if is_sqs {
-            let failures: Vec<Value> = retry
-                .into_iter()
-                .flatten()
-                .map(|id| json!({ "itemIdentifier": id }))
-                .collect();
-            return Ok(json!({ "batchItemFailures": failures }));
+            return Ok(GlueSyncResponse::Batch(batch_response(
+                retry.into_iter().flatten(),
+            )));
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(json!({ "synced": synced, "parked": parked })),
+            None => Ok(GlueSyncResponse::Synced { synced, parked }),
         }
     }
 

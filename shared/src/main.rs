@@ -723,12 +723,17 @@ async fn invoke_unity_register(
     Ok(serde_json::to_string(&response)?)
 }
 
-/// A JSON event file.
-fn read_event(event: &std::path::Path) -> lakemirror::Result<serde_json::Value> {
+/// A Lambda event from a JSON file.
+fn read_event(event: &std::path::Path) -> lakemirror::Result<lakemirror::trigger::LambdaInput> {
     let text = std::fs::read_to_string(event).map_err(|e| {
         lakemirror::Error::InvalidInput(format!("cannot read event file {}: {e}", event.display()))
     })?;
-    Ok(serde_json::from_str(&text)?)
+    lakemirror::trigger::LambdaInput::from_json(&text).map_err(|e| {
+        lakemirror::Error::InvalidInput(format!(
+            "event file {} is not an event lakemirror reads (an SQS batch, an EventBridge event or an S3 notification): {e}",
+            event.display()
+        ))
+    })
 }
 
 async fn invoke_glue_sync(

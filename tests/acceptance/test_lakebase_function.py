@@ -81,3 +81,19 @@ def test_an_unreadable_secret_fails_clearly_without_leaking_the_password(
     assert bad.returncode != 0 and "LAKEBASE_CONFIG" in bad.stderr
     for r in (result, bad):
         assert PASSWORD not in r.stdout + r.stderr
+
+
+def test_from_its_queue_only_the_messages_of_a_table_that_failed_come_back(
+        bucket, delta_storage_options, postgres_url, function_postgres_env, lakemirror, tmp_path):
+    from acceptance.test_invoke import sqs_record
+    secret_arn = boto3.client("secretsmanager").create_secret(
+        Name=f"lakebase-queue-{bucket}", SecretString=PASSWORD)["ARN"]
+    good, gone = f"s3://{bucket}/gold/good", f"s3://{bucket}/gold/gone"
+    write_deltalake(good, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
+    lakebase_config = config((good, "app.good", "1 hour"), (gone, "app.gone", "1 hour"))
+    announce = lambda message_id, root: sqs_record(message_id, json.dumps(
+        {"Records": [moto_style_s3_record(bucket, f"{root}/_delta_log/00000000000000000000.json")]}))
+    batch = {"Records": [announce("m-good", "gold/good"), announce("m-gone", "gold/gone")]}
+    result = invoke(lakemirror, tmp_path, batch, lakebase_config, function_postgres_env, secret_arn)
+    assert result.json == {"batchItemFailures": [{"itemIdentifier": "m-gone"}]}
+    assert sorted(pg_rows(postgres_url, '"app"."good"', ["id"])) == [(1,), (2,)]

@@ -202,6 +202,7 @@ def test_each_consumer_has_its_own_queue_dead_letter_queue_and_concurrency_cap()
         props = resources[mapping]["Properties"]
         assert props["EventSourceArn"] == {"!GetAtt": f"{queue}.Arn"}
         assert props["ScalingConfig"]["MaximumConcurrency"] == {"!Ref": cap}
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"], "one failed table redelivers only its messages"
     glue = resources["GlueSyncFunction"]["Properties"]["Events"]["SyncQueue"]["Properties"]
     assert glue["ScalingConfig"]["MaximumConcurrency"] == {"!Ref": "MaxConcurrency"}
 

@@ -159,6 +159,20 @@ def test_table_properties_choose_the_name_or_opt_out(bucket, unity_schema, delta
     assert [t["name"] for t in unity_schema.tables()] == ["orders_v2"]
 
 
+def test_from_its_queue_only_the_messages_of_a_table_that_failed_come_back(
+        bucket, unity_schema, delta_storage_options, lakemirror, tmp_path):
+    from acceptance.test_invoke import sqs_record
+    write_deltalake(f"s3://{bucket}/gold/good", orders([1]), storage_options=delta_storage_options)
+    batch = {"Records": [
+        sqs_record("m-good", json.dumps(commit_event(bucket, "gold/good", 0))),
+        sqs_record("m-gone", json.dumps(commit_event(bucket, "gold/gone", 0))),
+        sqs_record("m-good-again", json.dumps(commit_event(bucket, "gold/good", 0))),
+    ]}
+    result = register(lakemirror, tmp_path, unity_schema, batch)
+    assert result.json == {"batchItemFailures": [{"itemIdentifier": "m-gone"}]}
+    assert [t["name"] for t in unity_schema.tables()] == ["good"]
+
+
 def test_an_entry_over_another_location_or_a_missing_schema_is_a_clear_error(
         bucket, unity_schema, delta_storage_options, lakemirror):
     uri = f"s3://{bucket}/gold/orders"

@@ -8,18 +8,20 @@
 //! | `DEAD_LETTER_QUEUE_URL` | SQS queue for events that can never succeed (parked once, not retried) |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
-use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction};
+use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
+use lakemirror::trigger::LambdaInput;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let function = GlueSyncFunction::from_config(GlueSyncConfig::from_env()?).await;
-    run(service_fn(|event: LambdaEvent<Value>| {
+    run(service_fn(|event: LambdaEvent<LambdaInput>| {
         let function = &function;
         let deadline = event.context.deadline();
-        async move { Ok::<Value, Error>(function.handle(&event.payload, Some(deadline)).await?) }
+        async move {
+            Ok::<GlueSyncResponse, Error>(function.handle(&event.payload, Some(deadline)).await?)
+        }
     }))
     .await
 }

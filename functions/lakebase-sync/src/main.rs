@@ -8,17 +8,17 @@
 //! | `POSTGRES_PASSWORD_SECRET_ARN` | Secrets Manager secret holding the password (plain or JSON `password`) |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
-use lakemirror::lakebase::function::{LakebaseSyncConfig, LakebaseSyncFunction};
+use lakemirror::lakebase::function::{LakebaseResponse, LakebaseSyncConfig, LakebaseSyncFunction};
+use lakemirror::trigger::LambdaInput;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let function = LakebaseSyncFunction::from_config(LakebaseSyncConfig::from_env()?).await;
-    run(service_fn(|event: LambdaEvent<Value>| {
+    run(service_fn(|event: LambdaEvent<LambdaInput>| {
         let function = &function;
-        async move { Ok::<Value, Error>(function.handle(&event.payload).await?) }
+        async move { Ok::<LakebaseResponse, Error>(function.handle(&event.payload).await?) }
     }))
     .await
 }

@@ -9,17 +9,17 @@
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to register; empty = all |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
-use lakemirror::unity::function::{UnityConfig, UnityRegisterFunction};
+use lakemirror::trigger::LambdaInput;
+use lakemirror::unity::function::{UnityConfig, UnityRegisterFunction, UnityResponse};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let function = UnityRegisterFunction::from_config(UnityConfig::from_env()?).await;
-    run(service_fn(|event: LambdaEvent<Value>| {
+    run(service_fn(|event: LambdaEvent<LambdaInput>| {
         let function = &function;
-        async move { Ok::<Value, Error>(function.handle(&event.payload).await?) }
+        async move { Ok::<UnityResponse, Error>(function.handle(&event.payload).await?) }
     }))
     .await
 }

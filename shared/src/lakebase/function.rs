@@ -17,11 +17,26 @@ use super::sync::{LakebaseReport, STATE_TABLE, lakebase_sync};
 use crate::error::{Error, Result};
 use crate::secrets::{read_secret, secrets_client};
 use crate::storage::{IoCounters, TableStorage, canonical_uri};
-use crate::trigger::{deliveries, table_triggers};
+use crate::trigger::{LambdaInput, batch_response, table_triggers};
 use crate::unity::function::UnityConfig;
+use aws_lambda_events::event::sqs::SqsBatchResponse;
 
 /// A tick this much early still syncs a table: schedules fire to the minute, not the second.
 const SCHEDULE_SLACK: Duration = Duration::from_secs(60);
+
+/// What lakebase-sync answers.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum LakebaseResponse {
+    /// To an SQS batch: the messages to redeliver; the others are done.
+    Batch(SqsBatchResponse),
+    /// To a schedule tick or an event delivered directly.
+    Synced {
+        synced: Vec<LakebaseReport>,
+        failed: Vec<Value>,
+        skipped: usize,
+    },
+}
 
 /// Configuration of the lakebase-sync function, from its environment.
 ///
@@ -151,14 +166,12 @@ impl LakebaseSyncFunction {
 
     /// Handles one event: commit events sync the tables they announce, anything else (a
     /// schedule tick) syncs the tables that are due; the others count as `skipped`. Every
-    /// table is tried; the invocation fails when one of them failed, so the schedule's or
-    /// the queue's retries take over.
-    pub async fn handle(&self, event: &Value) -> Result<Value> {
+    /// table is tried. An SQS batch is answered with the messages of the tables that failed,
+    /// for redelivery; any other event fails when one table failed, so the schedule's
+    /// retries take over.
+    pub async fn handle(&self, event: &LambdaInput) -> Result<LakebaseResponse> {
         let tables = self.tables().await?;
-        let announced: Vec<String> = table_triggers(&deliveries(event), &[])
-            .iter()
-            .map(|t| t.table_uri())
-            .collect();
+        let triggers = table_triggers(&event.deliveries(), &[]);
         let unity = match (
             &self.config.unity,
             tables.iter().any(|t| t.source_path().is_none()),
@@ -167,9 +180,10 @@ impl LakebaseSyncFunction {
             _ => None,
         };
         // Commit events of tables not synced here end before any connection is opened: a
-        // burst of commits elsewhere costs the database nothing.
-        let mut announced_tables = Vec::new();
-        if !announced.is_empty() {
+        // burst of commits elsewhere costs the database nothing. Each announced table keeps
+        // the messages that announced it.
+        let mut announced: Vec<(&SyncedTable, Vec<String>)> = Vec::new();
+        if !triggers.is_empty() {
             for table in &tables {
                 let location = match (table.source_path(), &unity) {
                     (Some(path), _) => Some(path.to_string()),
@@ -180,27 +194,42 @@ impl LakebaseSyncFunction {
                         .and_then(|t| t.storage_location),
                     (None, None) => None,
                 };
-                if location.is_some_and(|l| announced.contains(&canonical_uri(&l))) {
-                    announced_tables.push(table);
+                let Some(location) = location.map(|l| canonical_uri(&l)) else {
+                    continue;
+                };
+                if let Some(trigger) = triggers.iter().find(|t| t.table_uri() == location) {
+                    announced.push((table, trigger.message_ids.clone()));
                 }
             }
-            if announced_tables.is_empty() {
-                return Ok(json!({ "synced": [], "failed": [], "skipped": tables.len() }));
+            if announced.is_empty() {
+                return Ok(match event.is_sqs() {
+                    true => LakebaseResponse::Batch(SqsBatchResponse::default()),
+                    false => LakebaseResponse::Synced {
+                        synced: Vec::new(),
+                        failed: Vec::new(),
+                        skipped: tables.len(),
+                    },
+                });
             }
         }
         let connection =
             Connection::new(self.config.postgres_url.as_deref(), self.password().await?)?
                 .verified(self.ca().await?, self.config.allow_insecure)?;
         let mut client = connection.connect().await?;
-        let chosen: Vec<&SyncedTable> = if announced.is_empty() {
-            due(&client, &tables).await?
+        let chosen: Vec<(&SyncedTable, Vec<String>)> = if triggers.is_empty() {
+            due(&client, &tables)
+                .await?
+                .into_iter()
+                .map(|t| (t, Vec::new()))
+                .collect()
         } else {
-            announced_tables
+            announced
         };
         let mut synced: Vec<LakebaseReport> = Vec::new();
         let mut failed = Vec::new();
+        let mut redeliver = Vec::new();
         let mut first_error = None;
-        for table in &chosen {
+        for (table, message_ids) in &chosen {
             match lakebase_sync(&mut client, table, None, unity.as_ref()).await {
                 Ok(report) => {
                     tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
@@ -211,21 +240,26 @@ impl LakebaseSyncFunction {
                     failed.push(
                         json!({ "target": table.target.to_string(), "error": e.to_string() }),
                     );
+                    redeliver.extend(message_ids.iter().cloned());
                     first_error.get_or_insert(e);
                 }
             }
         }
-        let response = json!({
-            "synced": synced,
-            "failed": failed,
-            "skipped": tables.len() - chosen.len(),
-        });
+        if event.is_sqs() {
+            redeliver.sort();
+            redeliver.dedup();
+            return Ok(LakebaseResponse::Batch(batch_response(redeliver)));
+        }
         match first_error {
             Some(e) => {
-                tracing::error!(%response, "some tables failed");
+                tracing::error!(failed = %serde_json::Value::Array(failed), "some tables failed");
                 Err(e)
             }
-            None => Ok(response),
+            None => Ok(LakebaseResponse::Synced {
+                synced,
+                failed,
+                skipped: tables.len() - chosen.len(),
+            }),
         }
     }
 

@@ -13,7 +13,8 @@ use super::client::UnityCatalog;
 use super::register::{UnityRegisterRequest, UnityReport, unity_register};
 use crate::error::{Error, Result};
 use crate::secrets::{read_secret, secrets_client};
-use crate::trigger::{deliveries, table_prefixes, table_triggers};
+use crate::trigger::{LambdaInput, batch_response, table_prefixes, table_triggers};
+use aws_lambda_events::event::sqs::SqsBatchResponse;
 
 /// Configuration of the unity-register function, from its environment.
 #[derive(Clone)]
@@ -105,43 +106,64 @@ impl UnityRegisterFunction {
         Self { config, secrets }
     }
 
-    /// Registers every table the event announces. Every table is tried; the invocation
-    /// fails when one of them failed, so the event source retries it.
-    pub async fn handle(&self, event: &Value) -> Result<Value> {
-        let triggers = table_triggers(&deliveries(event), &self.config.table_prefixes);
-        if triggers.is_empty() {
-            return Ok(json!({ "registered": [], "failed": [] }));
-        }
-        let uc = self.config.client(self.secrets.as_ref()).await?;
+    /// Registers every table the event announces. Every table is tried. An SQS batch is
+    /// answered with the messages of the tables that failed, for redelivery; any other
+    /// event fails as a whole when one table failed, so the event source retries it.
+    pub async fn handle(&self, event: &LambdaInput) -> Result<UnityResponse> {
+        let triggers = table_triggers(&event.deliveries(), &self.config.table_prefixes);
         let mut registered: Vec<UnityReport> = Vec::new();
         let mut failed = Vec::new();
+        let mut redeliver = Vec::new();
         let mut first_error = None;
-        for trigger in &triggers {
-            let request = UnityRegisterRequest {
-                table_uri: trigger.table_uri(),
-                catalog: self.config.catalog.clone(),
-                schema: self.config.schema.clone(),
-                table: None,
-                allowed_catalogs: self.config.allowed_catalogs.clone(),
-            };
-            match unity_register(&uc, &request).await {
-                Ok(report) => registered.push(report),
-                Err(e) => {
-                    tracing::error!(table = %request.table_uri, error = %e, "registration failed");
-                    failed.push(json!({ "table_uri": request.table_uri, "error": e.to_string() }));
-                    first_error.get_or_insert(e);
+        if !triggers.is_empty() {
+            let uc = self.config.client(self.secrets.as_ref()).await?;
+            for trigger in &triggers {
+                let request = UnityRegisterRequest {
+                    table_uri: trigger.table_uri(),
+                    catalog: self.config.catalog.clone(),
+                    schema: self.config.schema.clone(),
+                    table: None,
+                    allowed_catalogs: self.config.allowed_catalogs.clone(),
+                };
+                match unity_register(&uc, &request).await {
+                    Ok(report) => registered.push(report),
+                    Err(e) => {
+                        tracing::error!(table = %request.table_uri, error = %e, "registration failed");
+                        failed.push(
+                            json!({ "table_uri": request.table_uri, "error": e.to_string() }),
+                        );
+                        redeliver.extend(trigger.message_ids.iter().cloned());
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
         }
-        let response = json!({ "registered": registered, "failed": failed });
+        if event.is_sqs() {
+            redeliver.sort();
+            redeliver.dedup();
+            return Ok(UnityResponse::Batch(batch_response(redeliver)));
+        }
         match first_error {
             Some(e) => {
-                tracing::error!(%response, "some tables failed");
+                tracing::error!(failed = %serde_json::Value::Array(failed), "some tables failed");
                 Err(e)
             }
-            None => Ok(response),
+            None => Ok(UnityResponse::Registered { registered, failed }),
         }
     }
+}
+
+/// What unity-register answers.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum UnityResponse {
+    /// To an SQS batch: the messages to redeliver; the others are done.
+    Batch(SqsBatchResponse),
+    /// To an event delivered directly.
+    Registered {
+        registered: Vec<UnityReport>,
+        failed: Vec<Value>,
+    },
 }
 
 #[cfg(test)]
