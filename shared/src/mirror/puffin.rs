@@ -1,17 +1,22 @@
 //! Iceberg v3 deletion vectors: a Puffin file holding one `deletion-vector-v1` blob.
 //!
-//! The blob is byte for byte what Delta stores on disk for a deletion vector: a big-endian
-//! length, the magic `D1 D3 39 64`, the 64-bit Roaring bitmap in the portable serialization,
-//! and a big-endian CRC-32 of magic and bitmap. Inline (`i`) vectors lack length and CRC, so
-//! the blob is always rebuilt from the bitmap rather than copied.
+//! The container is the iceberg crate's `PuffinWriter` (into memory, then one PUT); only the
+//! blob is encoded here. It is byte for byte what Delta stores on disk for a deletion vector:
+//! a big-endian length, the magic `D1 D3 39 64`, the 64-bit Roaring bitmap in the portable
+//! serialization, and a big-endian CRC-32 of magic and bitmap. Inline (`i`) vectors lack
+//! length and CRC, so the blob is always rebuilt from the bitmap rather than copied.
 //! Spec: <https://iceberg.apache.org/puffin-spec/#deletion-vector-v1-blob-type>.
 
+use std::collections::HashMap;
+
+use iceberg::io::FileIO;
+use iceberg::puffin::{
+    Blob, CREATED_BY_PROPERTY, CompressionCodec, DELETION_VECTOR_V1, PuffinReader, PuffinWriter,
+};
 use roaring::RoaringTreemap;
-use serde_json::json;
 
 use crate::error::{Error, Result};
 
-const PUFFIN_MAGIC: &[u8; 4] = b"PFA1";
 const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 /// Iceberg's reserved field ID of the row position (`_pos`): what a deletion vector indexes.
 const ROW_POSITION_FIELD_ID: i32 = 2_147_483_645;
@@ -25,45 +30,45 @@ pub struct DeletionVectorFile {
 }
 
 /// Serializes the deletion vector of `data_file` (the data file's full location).
-pub fn deletion_vector_file(
+pub async fn deletion_vector_file(
     data_file: &str,
     positions: &RoaringTreemap,
 ) -> Result<DeletionVectorFile> {
-    let blob = deletion_vector_blob(positions)?;
-    let offset = PUFFIN_MAGIC.len();
-    let footer = json!({
-        "blobs": [{
-            "type": "deletion-vector-v1",
-            "fields": [ROW_POSITION_FIELD_ID],
-            // Inherited from the manifest entry, as the spec requires for deletion vectors.
-            "snapshot-id": -1,
-            "sequence-number": -1,
-            "offset": offset,
-            "length": blob.len(),
-            "properties": {
-                "referenced-data-file": data_file,
-                "cardinality": positions.len().to_string(),
-            },
-        }],
-        "properties": { "created-by": concat!("lakemirror ", env!("CARGO_PKG_VERSION")) },
-    });
-    let footer = serde_json::to_vec(&footer)?;
-    let footer_len = u32::try_from(footer.len())
-        .map_err(|_| Error::InvalidInput(format!("Puffin footer for {data_file} too large")))?;
-
-    let mut bytes = Vec::with_capacity(offset + blob.len() + footer.len() + 16);
-    bytes.extend_from_slice(PUFFIN_MAGIC);
-    bytes.extend_from_slice(&blob);
-    // Footer: magic, payload (uncompressed JSON), payload size (LE), flags, magic.
-    bytes.extend_from_slice(PUFFIN_MAGIC);
-    bytes.extend_from_slice(&footer);
-    bytes.extend_from_slice(&footer_len.to_le_bytes());
-    bytes.extend_from_slice(&[0, 0, 0, 0]);
-    bytes.extend_from_slice(PUFFIN_MAGIC);
+    let blob = Blob::builder()
+        .r#type(DELETION_VECTOR_V1.to_string())
+        .fields(vec![ROW_POSITION_FIELD_ID])
+        // Inherited from the manifest entry, as the spec requires for deletion vectors.
+        .snapshot_id(-1)
+        .sequence_number(-1)
+        .data(deletion_vector_blob(positions)?)
+        .properties(HashMap::from([
+            ("referenced-data-file".to_string(), data_file.to_string()),
+            ("cardinality".to_string(), positions.len().to_string()),
+        ]))
+        .build();
+    let memory = FileIO::new_with_memory();
+    let path = "memory:///deletion-vector.puffin";
+    let created_by = HashMap::from([(
+        CREATED_BY_PROPERTY.to_string(),
+        concat!("lakemirror ", env!("CARGO_PKG_VERSION")).to_string(),
+    )]);
+    let mut writer = PuffinWriter::new(&memory.new_output(path)?, created_by, false).await?;
+    writer.add(blob, CompressionCodec::None).await?;
+    writer.close().await?;
+    let metadata = PuffinReader::new(memory.new_input(path)?)
+        .file_metadata()
+        .await?
+        .clone();
+    let [blob] = metadata.blobs() else {
+        return Err(Error::InvalidInput(format!(
+            "the Puffin file of {data_file} holds {} blobs, not one",
+            metadata.blobs().len()
+        )));
+    };
     Ok(DeletionVectorFile {
-        bytes,
-        content_offset: offset as i64,
-        content_size_in_bytes: blob.len() as i64,
+        bytes: memory.new_input(path)?.read().await?.to_vec(),
+        content_offset: i64::try_from(blob.offset()).unwrap_or(i64::MAX),
+        content_size_in_bytes: i64::try_from(blob.length()).unwrap_or(i64::MAX),
     })
 }
 
@@ -101,10 +106,13 @@ mod tests {
         assert_eq!(parse_stored(&blob, size).unwrap(), rows);
     }
 
-    #[test]
-    fn the_footer_points_at_the_blob() {
+    #[tokio::test]
+    async fn the_footer_points_at_the_blob() {
+        const PUFFIN_MAGIC: &[u8; 4] = b"PFA1";
         let rows = positions(&[1, 2, 7]);
-        let file = deletion_vector_file("s3://b/t/part-0.parquet", &rows).unwrap();
+        let file = deletion_vector_file("s3://b/t/part-0.parquet", &rows)
+            .await
+            .unwrap();
         let bytes = &file.bytes;
         assert_eq!(&bytes[..4], PUFFIN_MAGIC);
         assert_eq!(&bytes[bytes.len() - 4..], PUFFIN_MAGIC);

@@ -546,7 +546,7 @@ impl MetadataWriter {
         positions: &RoaringTreemap,
         spec_id: i32,
     ) -> Result<DataFile> {
-        let puffin = deletion_vector_file(&file.location, positions)?;
+        let puffin = deletion_vector_file(&file.location, positions).await?;
         let location = self
             .metadata_store
             .location(&format!("deletes/{}.puffin", uuid::Uuid::new_v4()));
