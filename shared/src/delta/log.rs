@@ -827,11 +827,53 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     let mut lines = Vec::new();
     for row in rows {
         let row = row.map_err(|e| e.to_string())?;
-        let line: ActionLine =
+        let mut line: ActionLine =
             serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
+        // Written with `delta.checkpoint.writeStatsAsJson=false`, a checkpoint keeps the
+        // stats only as a struct: read it rather than every data file's footer.
+        if let Some(add) = line.add.as_mut()
+            && add.stats.is_none()
+        {
+            add.stats = stats_from_parsed(&row);
+        }
         lines.push(line);
     }
     Ok(lines)
+}
+
+/// `add.stats_parsed` of a checkpoint row as the JSON `add.stats` would hold: dates as
+/// `YYYY-MM-DD`. Values whose JSON form differs otherwise (timestamps, decimals, binary)
+/// are left out, so that they prove no bounds rather than wrong ones.
+fn stats_from_parsed(row: &Row) -> Option<String> {
+    let group = |row: &Row, name: &str| -> Option<Row> {
+        row.get_column_iter().find_map(|(n, f)| match f {
+            Field::Group(inner) if n == name => Some(inner.clone()),
+            _ => None,
+        })
+    };
+    let parsed = group(&group(row, "add")?, "stats_parsed")?;
+    Some(stats_object(&parsed).to_string())
+}
+
+fn stats_object(row: &Row) -> Value {
+    Value::Object(
+        row.get_column_iter()
+            .filter_map(|(name, field)| {
+                let value = match field {
+                    Field::Group(inner) => stats_object(inner),
+                    Field::Date(days) => Value::String(
+                        chrono::NaiveDate::default()
+                            .checked_add_signed(chrono::Duration::days(i64::from(*days)))?
+                            .format("%Y-%m-%d")
+                            .to_string(),
+                    ),
+                    Field::TimestampMillis(_) | Field::TimestampMicros(_) => return None,
+                    other => field_to_json(other),
+                };
+                (!value.is_null()).then(|| (name.clone(), value))
+            })
+            .collect(),
+    )
 }
 
 /// A checkpoint row as the JSON object the same action has in a commit file.
@@ -980,6 +1022,72 @@ mod tests {
         );
         let whole = SerializedFileReader::new(bytes).unwrap();
         assert_eq!(whole.metadata().file_metadata().num_rows(), 20_002);
+    }
+
+    #[test]
+    fn stats_kept_only_as_a_struct_are_read_from_the_checkpoint() {
+        use arrow_array::{
+            ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray, StructArray,
+            TimestampMicrosecondArray,
+        };
+        use arrow_schema::{DataType, Field, Fields, TimeUnit};
+        use std::sync::Arc;
+        let columns = |id: i64, day: i32, at: i64| {
+            let fields: Fields = vec![
+                Field::new("id", DataType::Int64, true),
+                Field::new("day", DataType::Date32, true),
+                Field::new("at", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+            ]
+            .into();
+            StructArray::new(
+                fields,
+                vec![
+                    Arc::new(Int64Array::from(vec![id])) as ArrayRef,
+                    Arc::new(Date32Array::from(vec![day])),
+                    Arc::new(TimestampMicrosecondArray::from(vec![at])),
+                ],
+                None,
+            )
+        };
+        let min = columns(1, 19_723, 0);
+        let max = columns(9, 19_724, 1);
+        let parsed = StructArray::try_from(vec![
+            (
+                "numRecords",
+                Arc::new(Int64Array::from(vec![3])) as ArrayRef,
+            ),
+            ("minValues", Arc::new(min) as ArrayRef),
+            ("maxValues", Arc::new(max) as ArrayRef),
+        ])
+        .unwrap();
+        let add = StructArray::try_from(vec![
+            (
+                "path",
+                Arc::new(StringArray::from(vec!["part-0.parquet"])) as ArrayRef,
+            ),
+            ("size", Arc::new(Int64Array::from(vec![10]))),
+            ("stats", Arc::new(StringArray::from(vec![None::<&str>]))),
+            ("stats_parsed", Arc::new(parsed)),
+        ])
+        .unwrap();
+        let batch = RecordBatch::try_from_iter([("add", Arc::new(add) as ArrayRef)]).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let lines = checkpoint_actions(Bytes::from(bytes)).unwrap();
+        let stats: Value =
+            serde_json::from_str(lines[0].add.as_ref().unwrap().stats.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            stats,
+            serde_json::json!({
+                "numRecords": 3,
+                "minValues": {"id": 1, "day": "2024-01-01"},
+                "maxValues": {"id": 9, "day": "2024-01-02"},
+            })
+        );
     }
 
     #[test]
