@@ -8,7 +8,7 @@ usage() {
   cat <<'EOF'
 Usage: localstack/deploy-samlocal.sh [--bucket NAME] [--database NAME] [--stack-name NAME]
 
-Deploys template.yaml to a running LocalStack Pro (Glue is a paid-edition service):
+Deploys template.yaml to a running LocalStack (its auth token must include Glue, a paid feature):
   1. creates the data bucket if missing and turns on its EventBridge notifications
      (merged into the bucket's existing notification configuration, not replacing it);
   2. creates the Glue database if missing;
@@ -28,7 +28,7 @@ Needs:
   samlocal             pip install aws-sam-cli-local  (wraps the SAM CLI: pip install aws-sam-cli)
   awslocal             pip install awscli-local       (wraps the AWS CLI)
   cargo lambda         pip install cargo-lambda, or see https://www.cargo-lambda.info
-  LOCALSTACK_AUTH_TOKEN  LocalStack Pro auth token, and LocalStack running:
+  LOCALSTACK_AUTH_TOKEN  LocalStack auth token (Glue needs a paid plan), and LocalStack running:
                        docker compose -f localstack/docker-compose.yml up -d --wait
 Environment: LOCALSTACK_ENDPOINT (default http://localhost:4566), AWS_DEFAULT_REGION
 (default us-east-1).
@@ -59,7 +59,7 @@ command -v samlocal >/dev/null || die "samlocal not found: pip install aws-sam-c
 command -v awslocal >/dev/null || die "awslocal not found: pip install awscli-local awscli"
 command -v python3 >/dev/null || die "python3 not found"
 cargo lambda --version >/dev/null 2>&1 || die "cargo lambda not found (samlocal build needs it): pip install cargo-lambda"
-[ -n "${LOCALSTACK_AUTH_TOKEN:-}" ] || die "LOCALSTACK_AUTH_TOKEN is not set: Glue needs LocalStack Pro (token from https://app.localstack.cloud)"
+[ -n "${LOCALSTACK_AUTH_TOKEN:-}" ] || die "LOCALSTACK_AUTH_TOKEN is not set: LocalStack images need a token and Glue a paid plan (token from https://app.localstack.cloud)"
 
 health="$(curl -fsS "$endpoint/_localstack/health" 2>/dev/null)" ||
   die "no LocalStack at $endpoint; start it: docker compose -f localstack/docker-compose.yml up -d --wait"

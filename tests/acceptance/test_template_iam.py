@@ -211,3 +211,27 @@ def test_the_event_rule_matches_only_commits_under_the_table_prefixes():
     keys = template()["Resources"]["SyncRule"]["Properties"]["EventPattern"]["detail"]["object"]["key"]
     patterns = [branch["wildcard"]["!Sub"][0] for key in keys for branch in branches(key)]
     assert len(patterns) == 8 and set(patterns) == {"${P}*_delta_log/*.json"}
+
+
+FUNCTIONS = {"GlueSyncFunction": "glue-sync", "LakebaseSyncFunction": "lakebase-sync",
+             "UnityRegisterFunction": "unity-register"}
+
+
+def test_the_sam_local_env_files_set_every_variable_of_their_function():
+    """`sam local invoke --env-vars` overrides only variables the template declares; a sample
+    file that misses one leaves the unresolved template value in place."""
+    import json
+    resources = template()["Resources"]
+    for logical_id, folder in FUNCTIONS.items():
+        declared = set(resources[logical_id]["Properties"]["Environment"]["Variables"])
+        sample = json.loads((TEMPLATE.parent / "functions" / folder / "events" / "env.json").read_text())
+        assert list(sample) == [logical_id]
+        assert set(sample[logical_id]) == declared, folder
+
+
+def test_the_readme_sam_local_invoke_command_names_the_files_and_the_architecture():
+    readme = (TEMPLATE.parent / "README.md").read_text()
+    for logical_id, folder in FUNCTIONS.items():
+        assert f"sam local invoke {logical_id} --env-vars functions/{folder}/events/env.json" in readme
+    assert "--parameter-overrides Architecture=x86_64" in readme
+    assert "amzn-s3-demo-bucket" in readme
