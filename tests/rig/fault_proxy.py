@@ -35,6 +35,8 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.injected: Counter = Counter()
         self.requests = 0
+        # (method, path with query) of every request, in arrival order.
+        self.seen: list[tuple[str, str]] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +49,8 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 glue = "X-Amz-Target" in self.headers
+                with proxy.lock:
+                    proxy.seen.append((self.command, self.path))
                 if proxy.stall and proxy.stall in self.path:
                     time.sleep(proxy.stall_seconds)  # an injected hang, not synchronisation
                 fault = proxy.choose(glue)
