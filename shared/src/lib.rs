@@ -6,6 +6,7 @@
 //! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
 //! - [`sync`] ties them together: one `glue-sync`.
 //! - [`trigger`] and [`handler`] turn Lambda events into syncs.
+//! - [`verify`] proves a mirror equal to its Delta table at a version, from metadata alone.
 //! - [`lakebase`] copies Delta tables into PostgreSQL; [`unity`] registers them in Unity Catalog.
 #![cfg_attr(
     not(test),
@@ -28,5 +29,6 @@ pub mod sync;
 pub mod target;
 pub mod trigger;
 pub mod unity;
+pub mod verify;
 
 pub use error::{Error, Result};

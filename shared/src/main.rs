@@ -69,6 +69,37 @@ enum Command {
         #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
         table_name_from_path: String,
     },
+    /// Prove that a mirror equals its Delta table at a version, from metadata alone (the
+    /// Delta log, the Iceberg metadata, manifest list and manifests; no data rows): the
+    /// snapshot of that version holds exactly the active files, with their sizes, record
+    /// counts and partition values; each file's deleted rows equal its delete files' rows;
+    /// the snapshot mirrors that very commit of that very table under the mapped schema; and
+    /// every snapshot's delta.version is newer than its parent's.
+    ///
+    /// The last line on stdout is a JSON report listing each difference. Exit status: 0 equal,
+    /// 1 a difference (drift), 2 could not verify (no mirror, no such version, a read failed).
+    Verify {
+        /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
+        #[arg(long, env = "TABLE_URI")]
+        table_uri: String,
+        /// Glue database of the mirror.
+        #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
+        glue_database: String,
+        /// Glue table of the mirror [default: the table folder's name, lower-cased, other
+        /// characters as _, as glue-sync names it without lakemirror.glue.* properties].
+        #[arg(long, visible_alias = "table", env = "GLUE_TABLE")]
+        glue_table: Option<String>,
+        /// Where the mirror's Iceberg metadata lives [default: <table-uri>/_lakemirror/iceberg].
+        #[arg(long, env = "METADATA_URI")]
+        metadata_uri: Option<String>,
+        /// The Delta version to verify [default: the one the mirror's current snapshot
+        /// mirrors]. Older versions verify while their snapshots are kept.
+        #[arg(long)]
+        version: Option<i64>,
+        /// How many differences the report lists (all are counted).
+        #[arg(long, default_value_t = lakemirror::verify::DEFAULT_MAX_DIFFERENCES)]
+        max_differences: usize,
+    },
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
     /// flags. A full refresh loads the newest Delta version with binary COPY into a new table
@@ -347,6 +378,24 @@ async fn main() -> ExitCode {
     // SSO, credential_process, web identity, container and instance credentials).
     lakemirror::aws::config().await;
     let outcome = match cli.command {
+        Command::Verify {
+            table_uri,
+            glue_database,
+            glue_table,
+            metadata_uri,
+            version,
+            max_differences,
+        } => {
+            let request = lakemirror::verify::VerifyRequest {
+                table_uri,
+                database: glue_database,
+                table: glue_table,
+                metadata_uri,
+                version,
+                max_differences,
+            };
+            return run_verify(&request).await;
+        }
         Command::GlueSync {
             table_uri,
             glue_database,
@@ -656,6 +705,45 @@ async fn run_lakebase_sync(
 fn format_version(value: &str) -> iceberg::spec::FormatVersion {
     lakemirror::mirror::plan::parse_format_version(value)
         .unwrap_or(iceberg::spec::FormatVersion::V2)
+}
+
+/// 0: equal, 1: a difference, 2: could not verify.
+async fn run_verify(request: &lakemirror::verify::VerifyRequest) -> ExitCode {
+    let counters = Arc::new(IoCounters::default());
+    let glue = GlueCatalog::from_env(counters.clone()).await;
+    let report = match lakemirror::verify::verify(&glue, request, counters).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if report.equal {
+        eprintln!(
+            "{}.{} equals Delta version {} ({} files)",
+            report.database, report.table, report.delta_version, report.delta_files
+        );
+    } else {
+        eprintln!(
+            "{}.{} differs from Delta version {} in {} way(s):",
+            report.database, report.table, report.delta_version, report.difference_count
+        );
+        for d in &report.differences {
+            eprintln!("  {}", d.message_with_file());
+        }
+    }
+    match serde_json::to_string(&report) {
+        Ok(json) => println!("{json}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if report.equal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 async fn run_glue_sync(request: &GlueSyncRequest) -> lakemirror::Result<String> {

@@ -424,6 +424,25 @@ impl MetadataWriter {
             .map(Some)
     }
 
+    /// The live data and delete files of `snapshot` (`lakemirror verify`), its manifests read
+    /// 16 at a time; like every read of the mirror's metadata, only from its own folder.
+    pub async fn live_files_of(
+        &self,
+        metadata: &TableMetadata,
+        snapshot: &iceberg::spec::Snapshot,
+    ) -> Result<Vec<DataFile>> {
+        let list = snapshot.manifest_list();
+        self.own(list)?;
+        let (bytes, _) = self.metadata_store.get(list).await?;
+        let manifests = self.own_manifests(&bytes, metadata.format_version())?;
+        let live: Vec<Vec<LiveFile>> =
+            futures::stream::iter(manifests.iter().map(|m| read_live_files(self, m)))
+                .buffered(16)
+                .try_collect()
+                .await?;
+        Ok(live.into_iter().flatten().map(|l| l.data_file).collect())
+    }
+
     /// The manifests a manifest list's bytes name, each of this table's own.
     fn own_manifests(&self, list: &[u8], version: FormatVersion) -> Result<Vec<ManifestFile>> {
         let list = iceberg::spec::ManifestList::parse_with_version(list, version)?;
@@ -604,7 +623,7 @@ fn position_delete_parquet(data_location: &str, positions: &RoaringTreemap) -> R
 }
 
 /// The data file a position-delete file applies to (its equal `file_path` bounds).
-fn referenced_data_file(delete_file: &DataFile) -> Option<String> {
+pub(crate) fn referenced_data_file(delete_file: &DataFile) -> Option<String> {
     delete_file.referenced_data_file().or_else(|| {
         match delete_file
             .lower_bounds()
