@@ -11,6 +11,7 @@ glue-sync`) on the S3 notification of the commit, as Lambda receives it.
 - bootstrap: lakemirror's first sync of the whole table (wall time, requests, peak RSS);
 - incremental: the sync of a commit adding 1 file, and of one removing 1 and adding 1 (an
   update); median of 3 each; wall time, S3 + Glue requests, bytes read and written;
+- verify: `lakemirror verify` of the mirror afterwards (metadata only; wall time, requests);
 - seed approach (unpartitioned table, N <= --seed-max): what the seed did on every sync, drop
   the Iceberg table, re-create it, pyiceberg add_files over a listing of the folder;
 - add_files (unpartitioned, N <= --add-files-max): pyiceberg add_files of Delta's active set
@@ -55,6 +56,7 @@ TARGETS = {
     "seed_speedup": 100,  # at 10,000 files
     "add_files_speedup": 10,  # bootstrap at 100,000 files
     "bootstrap_rss_mb": 512,
+    "verify_s": 10,  # lakemirror verify at 100,000 files (issue 20)
 }
 
 
@@ -163,6 +165,23 @@ def sync(binary: str, table: Table) -> dict:
     return report
 
 
+def verify_mirror(binary: str, table: Table, glue_table: str) -> dict:
+    """`lakemirror verify` of the mirror at its current version: wall time, requests, peak RSS;
+    stops the benchmark unless the mirror verifies equal."""
+    with tempfile.NamedTemporaryFile() as rss:
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "verify", "--table-uri",
+                               table.uri, "--glue-database", DATABASE, "--glue-table", glue_table],
+                              capture_output=True, text=True)
+        wall_ms = (time.perf_counter() - started) * 1000
+        if done.returncode != 0:
+            sys.exit(f"lakemirror verify failed on {table.uri}: {done.stderr[-2000:]}")
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        report["peak_rss_mb"] = int(Path(rss.name).read_text().split()[-1]) / 1024  # KiB
+    report["wall_ms"] = wall_ms
+    return report
+
+
 def median_of(binary, table, step, times=3) -> dict:
     runs = []
     for _ in range(times):
@@ -213,6 +232,7 @@ def measure(binary, s3, catalog, n, partitioned, args, files_of=None) -> dict:
     print(f"  generated {table.uri}: {n} files in {time.perf_counter() - began:.0f} s", file=sys.stderr)
     row = {"n": n, "partitioned": partitioned, "bootstrap": sync(binary, table),
            "append": median_of(binary, table, table.append), "update": median_of(binary, table, table.update)}
+    row["verify"] = verify_mirror(binary, table, row["update"]["table"])
     if not partitioned and n <= args.seed_max:
         row["seed_ms"] = seed_approach(catalog, table)
     if not partitioned and n <= args.add_files_max:
@@ -228,14 +248,16 @@ def caption() -> str:
 def report(rows, binary) -> str:
     first = {(r["partitioned"], k): r[k]["wall_ms"] for r in rows for k in ("append", "update")
              if r["n"] == rows[0]["n"]}
-    lines = [f"lakemirror sync cost ({caption()}; `{Path(binary).name}` release build, the glue-sync handler on an S3 notification, one process per sync; "
+    lines = [f"lakemirror sync cost ({caption()}; `{Path(binary).name}` {'debug' if '/debug/' in str(binary) else 'release'} build, the glue-sync handler on an S3 notification, one process per sync; "
              "requests are S3 + Glue calls)", "",
              "| files | partitioned | step | wall ms | requests | KiB read | KiB written | peak RSS MB | vs first N |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        for step in ("append", "update", "bootstrap"):
+        for step in ("append", "update", "bootstrap", "verify"):
+            if step not in r:
+                continue
             x = r[step]
-            ratio = f"{x['wall_ms'] / first[(r['partitioned'], step)]:.2f}x" if step != "bootstrap" else ""
+            ratio = f"{x['wall_ms'] / first[(r['partitioned'], step)]:.2f}x" if step in ("append", "update") else ""
             lines.append(f"| {r['n']:,} | {'yes' if r['partitioned'] else 'no'} | {step} | {x['wall_ms']:,.0f} | "
                          f"{x['io']['requests']} | {x['io']['bytes_read'] / 1024:,.1f} | "
                          f"{x['io']['bytes_written'] / 1024:,.1f} | {x['peak_rss_mb']:.0f} | {ratio} |")
@@ -275,6 +297,11 @@ def verdicts(rows) -> list[str]:
             x = r["add_files_ms"] / r["bootstrap"]["wall_ms"]
             out.append(f"{'met' if x >= TARGETS['add_files_speedup'] else 'MISSED'}: bootstrap of 100,000 files "
                        f"{x:,.1f}x faster than pyiceberg add_files (target >= {TARGETS['add_files_speedup']}x)")
+        if r["n"] == 100_000 and "verify" in r:
+            seconds = r["verify"]["wall_ms"] / 1000
+            out.append(f"{'met' if seconds <= TARGETS['verify_s'] else 'MISSED'}: lakemirror verify of 100,000 files "
+                       f"({'partitioned' if r['partitioned'] else 'unpartitioned'}) takes {seconds:.1f} s "
+                       f"(target <= {TARGETS['verify_s']} s)")
         if r["n"] == 100_000:
             rss = r["bootstrap"]["peak_rss_mb"]
             out.append(f"{'met' if rss <= TARGETS['bootstrap_rss_mb'] else 'MISSED'}: bootstrap of 100,000 files "
