@@ -20,22 +20,7 @@ pub fn default_table_name(table_uri: &str) -> String {
         .rsplit('/')
         .next()
         .unwrap_or_default();
-    let name: String = last
-        .to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.is_empty() {
-        "_".to_string()
-    } else {
-        name
-    }
+    glue_name(last)
 }
 
 /// A Glue table name from the table's whole path below the bucket (`s3://lake/sales/orders`
@@ -44,8 +29,12 @@ pub fn path_table_name(table_uri: &str) -> String {
     let path = table_uri.split_once("://").map_or(table_uri, |(_, rest)| {
         rest.split_once('/').map_or("", |(_, p)| p)
     });
-    let name: String = path
-        .trim_matches('/')
+    glue_name(path.trim_matches('/'))
+}
+
+/// `raw` lower-cased, every character Glue rejects turned into `_`; `_` when empty.
+fn glue_name(raw: &str) -> String {
+    let name: String = raw
         .to_lowercase()
         .chars()
         .map(|c| {

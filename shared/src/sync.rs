@@ -118,6 +118,21 @@ pub struct SyncReport {
     pub snapshots: Vec<crate::mirror::writer::SnapshotOutcome>,
 }
 
+/// The Delta table's storage and the mirror's metadata folder (`metadata_uri`, by default
+/// `<table>/_lakemirror/iceberg`, which Delta VACUUM leaves alone).
+pub fn mirror_stores(
+    table_uri: &str,
+    metadata_uri: Option<&str>,
+    counters: &Arc<IoCounters>,
+) -> Result<(TableStorage, TableStorage)> {
+    let data = TableStorage::open(table_uri, counters.clone())?;
+    let metadata_uri = metadata_uri
+        .map(str::to_string)
+        .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
+    let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
+    Ok((data, metadata_store))
+}
+
 /// Runs one sync, retrying when another writer commits first.
 pub async fn glue_sync(
     glue: &GlueCatalog,
@@ -126,12 +141,11 @@ pub async fn glue_sync(
 ) -> Result<SyncReport> {
     let started = Instant::now();
     let glue = &glue.counting_in(counters.clone());
-    let data = TableStorage::open(&request.table_uri, counters.clone())?;
-    let metadata_uri = request
-        .metadata_uri
-        .clone()
-        .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
-    let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
+    let (data, metadata_store) = mirror_stores(
+        &request.table_uri,
+        request.metadata_uri.as_deref(),
+        &counters,
+    )?;
     let defaults = TargetDefaults {
         database: request.database.clone(),
         table: match request.name_from {

@@ -24,7 +24,8 @@ use crate::glue::{GlueCatalog, default_table_name};
 use crate::mirror::plan::PlannedFile;
 use crate::mirror::writer::{DELTA_COMMIT_HASH, DELTA_VERSION, referenced_data_file};
 use crate::mirror::{MetadataWriter, plan_full};
-use crate::storage::{IoCounters, IoTotals, TableStorage};
+use crate::storage::{IoCounters, IoTotals};
+use crate::sync::mirror_stores;
 
 /// Differences listed in a report; the rest are only counted.
 pub const DEFAULT_MAX_DIFFERENCES: usize = 20;
@@ -125,12 +126,11 @@ pub async fn verify(
 ) -> Result<VerifyReport> {
     let started = Instant::now();
     let glue = glue.counting_in(counters.clone());
-    let data = TableStorage::open(&request.table_uri, counters.clone())?;
-    let metadata_uri = request
-        .metadata_uri
-        .clone()
-        .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
-    let metadata_store = TableStorage::open(&metadata_uri, counters.clone())?;
+    let (data, metadata_store) = mirror_stores(
+        &request.table_uri,
+        request.metadata_uri.as_deref(),
+        &counters,
+    )?;
     let name = request
         .table
         .clone()

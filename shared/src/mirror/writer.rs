@@ -432,9 +432,12 @@ impl MetadataWriter {
         snapshot: &iceberg::spec::Snapshot,
     ) -> Result<Vec<DataFile>> {
         let list = snapshot.manifest_list();
-        self.own(list)?;
-        let (bytes, _) = self.metadata_store.get(list).await?;
-        let manifests = self.own_manifests(&bytes, metadata.format_version())?;
+        let Some(manifests) = self.manifests_of(list, metadata).await? else {
+            return Err(Error::CatalogState(format!(
+                "the manifest list {list} of snapshot {} is gone: the mirror's metadata was deleted; sync again to rebuild it",
+                snapshot.snapshot_id()
+            )));
+        };
         let live: Vec<Vec<LiveFile>> =
             futures::stream::iter(manifests.iter().map(|m| read_live_files(self, m)))
                 .buffered(16)
