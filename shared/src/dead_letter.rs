@@ -63,6 +63,126 @@ impl DeadLetterQueue {
     }
 }
 
+/// The newest error parked for one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkedError {
+    pub error: String,
+    pub delta_version: Option<i64>,
+    pub sent_at_ms: i64,
+}
+
+/// Messages `last_errors` reads at most (100 receive requests).
+pub const PEEK_MAX_MESSAGES: usize = 1000;
+
+impl DeadLetterQueue {
+    /// The newest parked error per Delta table URI (the `lakemirror-table` attribute), from
+    /// up to [`PEEK_MAX_MESSAGES`] messages. Reading is a peek, not a consume: the messages
+    /// stay in the queue. They are hidden while the pass reads (so it sees each once) and
+    /// made visible again when it ends. Messages the queue's redrive policy parked carry no
+    /// attributes and are not attributed to a table.
+    pub async fn last_errors(&self) -> Result<std::collections::HashMap<String, ParkedError>> {
+        let mut newest: std::collections::HashMap<String, ParkedError> = Default::default();
+        let mut seen = std::collections::HashSet::new();
+        let mut receipts = Vec::new();
+        while seen.len() < PEEK_MAX_MESSAGES {
+            let page = self
+                .client
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .visibility_timeout(30)
+                .wait_time_seconds(0)
+                .message_attribute_names("All")
+                .message_system_attribute_names(
+                    aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp,
+                )
+                .send()
+                .await
+                .map_err(|e| {
+                    Error::DeadLetter(format!(
+                        "cannot read {}: {}",
+                        self.url,
+                        aws_sdk_sqs::error::DisplayErrorContext(&e)
+                    ))
+                })?;
+            let messages = page.messages.unwrap_or_default();
+            let mut new = 0;
+            for message in messages {
+                if !seen.insert(message.message_id.clone().unwrap_or_default()) {
+                    continue;
+                }
+                new += 1;
+                receipts.extend(message.receipt_handle.clone());
+                let attributes = message.message_attributes.unwrap_or_default();
+                let text = |name: &str| attributes.get(name).and_then(|a| a.string_value.clone());
+                let (Some(table), Some(error)) =
+                    (text("lakemirror-table"), text("lakemirror-error"))
+                else {
+                    continue;
+                };
+                let sent_at_ms = message
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| {
+                        a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp)
+                    })
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or_default();
+                let parked = ParkedError {
+                    error,
+                    delta_version: text("lakemirror-delta-version").and_then(|v| v.parse().ok()),
+                    sent_at_ms,
+                };
+                let table = crate::storage::canonical_uri(&table);
+                match newest.get(&table) {
+                    Some(known) if known.sent_at_ms > sent_at_ms => {}
+                    _ => {
+                        newest.insert(table, parked);
+                    }
+                }
+            }
+            if new == 0 {
+                break;
+            }
+        }
+        self.make_visible(&receipts).await?;
+        Ok(newest)
+    }
+
+    /// Ends the hiding of messages read by `last_errors`.
+    async fn make_visible(&self, receipts: &[String]) -> Result<()> {
+        use aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry as Entry;
+        for chunk in receipts.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(n, receipt)| {
+                    Entry::builder()
+                        .id(n.to_string())
+                        .receipt_handle(receipt)
+                        .visibility_timeout(0)
+                        .build()
+                        .map_err(|e| Error::DeadLetter(e.to_string()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| {
+                    Error::DeadLetter(format!(
+                        "cannot make the messages read from {} visible again (they will be after 30 s): {}",
+                        self.url,
+                        aws_sdk_sqs::error::DisplayErrorContext(&e)
+                    ))
+                })?;
+        }
+        Ok(())
+    }
+}
+
 /// Text SQS accepts as an attribute value: XML characters only, at most about 1 KiB, so a
 /// long reason never makes the message too large to park.
 fn attribute_text(text: &str) -> String {

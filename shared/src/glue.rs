@@ -352,6 +352,56 @@ impl GlueCatalog {
     }
 }
 
+/// An Iceberg table of a Glue database: its name and current metadata file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IcebergEntry {
+    pub name: String,
+    pub metadata_location: String,
+}
+
+impl GlueCatalog {
+    /// The Iceberg tables of `database` (`table_type=ICEBERG` with a `metadata_location`),
+    /// by name, one `GetTables` request per page of 100.
+    pub async fn iceberg_tables(&self, database: &str) -> Result<Vec<IcebergEntry>> {
+        let mut entries = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            self.count();
+            let page = self
+                .client
+                .get_tables()
+                .database_name(database)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|err| match err.as_service_error() {
+                    Some(e) if e.is_entity_not_found_exception() => Error::CatalogState(format!(
+                        "Glue database {database} does not exist; name the database glue-sync mirrors into (--glue-database)"
+                    )),
+                    _ => glue_error("GetTables", err),
+                })?;
+            for table in page.table_list.unwrap_or_default() {
+                let parameters = table.parameters.unwrap_or_default();
+                let is_iceberg = parameters
+                    .get("table_type")
+                    .is_some_and(|t| t.eq_ignore_ascii_case("ICEBERG"));
+                if let (true, Some(location)) = (is_iceberg, parameters.get("metadata_location")) {
+                    entries.push(IcebergEntry {
+                        name: table.name,
+                        metadata_location: location.clone(),
+                    });
+                }
+            }
+            match page.next_token {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => break,
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+}
+
 impl GlueCatalog {
     /// Deletes the Glue table `read` found (a mirror whose Delta table is gone). The Iceberg
     /// metadata files are not touched.

@@ -6,6 +6,8 @@
 //! - [`glue`] commits to AWS Glue with a `VersionId` compare-and-swap.
 //! - [`sync`] ties them together: one `glue-sync`.
 //! - [`trigger`] and [`handler`] turn Lambda events into syncs.
+//! - [`status`] tells which mirrors are behind or failing; [`discover`] finds the Delta
+//!   tables under a prefix for a back-fill.
 //! - [`verify`] proves a mirror equal to its Delta table at a version, from metadata alone.
 //! - [`lakebase`] copies Delta tables into PostgreSQL; [`unity`] registers them in Unity Catalog.
 #![cfg_attr(
@@ -17,6 +19,7 @@ pub mod aws;
 pub mod crash;
 pub mod dead_letter;
 pub mod delta;
+pub mod discover;
 pub mod error;
 pub mod glue;
 pub mod handler;
@@ -24,6 +27,7 @@ pub mod lakebase;
 pub mod mirror;
 pub mod parquet_footer;
 pub mod secrets;
+pub mod status;
 pub mod storage;
 pub mod sync;
 pub mod target;

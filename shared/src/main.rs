@@ -30,10 +30,27 @@ enum Command {
     /// AWS settings come from the standard chain and environment: AWS_REGION,
     /// AWS_ENDPOINT_URL (e.g. a local moto), AWS_ALLOW_HTTP=true for plain http.
     /// The last line on stdout is a JSON report; progress goes to stderr.
+    ///
+    /// With --discover s3://bucket/prefix instead of --table-uri: find every Delta table
+    /// under the prefix (folders holding _delta_log/; the walk never enters a table, nor
+    /// hidden _… or .… folders, nor key=value partition folders) and mirror each, with a
+    /// progress bar on a terminal (plain lines otherwise), a summary table at the end, and
+    /// exit status 1 when any table failed. --dry-run lists them and their Glue names.
     GlueSync {
         /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
-        #[arg(long, env = "TABLE_URI")]
-        table_uri: String,
+        #[arg(long, env = "TABLE_URI", required_unless_present = "discover")]
+        table_uri: Option<String>,
+        /// Mirror every Delta table under this prefix (s3://bucket/prefix, file:///path or a
+        /// local path) instead of one --table-uri.
+        #[arg(long, value_name = "PREFIX", conflicts_with_all = ["table_uri", "glue_table", "metadata_uri", "to_version"])]
+        discover: Option<String>,
+        /// With --discover: how many tables sync (and folders are listed) at once.
+        #[arg(long, default_value_t = 4, requires = "discover", value_parser = clap::value_parser!(u16).range(1..=64))]
+        concurrency: u16,
+        /// With --discover: list the tables found and the Glue table each would get; mirror
+        /// nothing.
+        #[arg(long, requires = "discover")]
+        dry_run: bool,
         /// Glue database that receives the Iceberg table (must exist). Without --glue-table,
         /// the Delta table property lakemirror.glue.database overrides it, as in the function.
         #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
@@ -99,6 +116,28 @@ enum Command {
         /// How many differences the report lists (all are counted).
         #[arg(long, default_value_t = lakemirror::verify::DEFAULT_MAX_DIFFERENCES)]
         max_differences: usize,
+    },
+    /// Which mirrors are behind or failing: one line per mirror in the Glue database (a
+    /// Glue Iceberg table whose metadata names its Delta table): the Delta version it holds
+    /// and when that was committed, the newest Delta version (probed by name, commit files
+    /// only, never a listing), the lag in versions and time (how long the oldest commit the
+    /// mirror lacks has waited), and the newest error the dead-letter queue holds for it.
+    ///
+    /// States: caught-up, behind, source-missing (the Delta log is gone), unreadable.
+    /// Reading the dead-letter queue is a peek: the messages stay in it, visible to others.
+    Status {
+        /// Glue database of the mirrors.
+        #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
+        glue_database: String,
+        /// Only mirrors of Delta tables under these roots (s3://bucket/prefix, comma-separated).
+        #[arg(long, env = "TABLE_PREFIXES", value_delimiter = ',')]
+        table_prefixes: Vec<String>,
+        /// The glue-sync dead-letter queue's URL, for each table's last error.
+        #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+        dead_letter_queue_url: Option<String>,
+        /// Print one JSON document ({"tables": [...]}) instead of the text table.
+        #[arg(long)]
+        json: bool,
     },
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
@@ -396,8 +435,19 @@ async fn main() -> ExitCode {
             };
             return run_verify(&request).await;
         }
+        Command::Status {
+            glue_database,
+            table_prefixes,
+            dead_letter_queue_url,
+            json,
+        } => {
+            return run_status(&glue_database, &table_prefixes, dead_letter_queue_url, json).await;
+        }
         Command::GlueSync {
             table_uri,
+            discover,
+            concurrency,
+            dry_run,
             glue_database,
             glue_table,
             metadata_uri,
@@ -410,7 +460,7 @@ async fn main() -> ExitCode {
             Err(e) => Err(e),
             Ok((allowed_databases, name_from)) => {
                 let request = GlueSyncRequest {
-                    table_uri,
+                    table_uri: table_uri.unwrap_or_default(),
                     database: glue_database,
                     table: glue_table,
                     metadata_uri,
@@ -421,7 +471,13 @@ async fn main() -> ExitCode {
                     allowed_databases,
                     name_from,
                 };
-                run_glue_sync(&request).await
+                match discover {
+                    Some(prefix) => {
+                        return run_discover(&prefix, &request, usize::from(concurrency), dry_run)
+                            .await;
+                    }
+                    None => run_glue_sync(&request).await,
+                }
             }
         },
         Command::LakebaseSync {
@@ -743,6 +799,224 @@ async fn run_verify(request: &lakemirror::verify::VerifyRequest) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// 0: the status was read (whatever it says), 2: it could not be.
+async fn run_status(
+    database: &str,
+    prefixes: &[String],
+    dead_letter_queue_url: Option<String>,
+    json: bool,
+) -> ExitCode {
+    let counters = Arc::new(IoCounters::default());
+    let glue = GlueCatalog::from_env(counters.clone()).await;
+    let aws = lakemirror::aws::config().await;
+    let dead_letters = dead_letter_queue_url.map(|url| {
+        lakemirror::dead_letter::DeadLetterQueue::new(aws_sdk_sqs::Client::new(aws), url)
+    });
+    let statuses = match lakemirror::status::status(
+        &glue,
+        database,
+        prefixes,
+        dead_letters.as_ref(),
+        &counters,
+    )
+    .await
+    {
+        Ok(statuses) => statuses,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if json {
+        match serde_json::to_string(&serde_json::json!({ "tables": statuses })) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else if statuses.is_empty() {
+        eprintln!("no mirrors in Glue database {database}");
+    } else {
+        println!("{}", lakemirror::status::table_text(&statuses));
+    }
+    ExitCode::SUCCESS
+}
+
+/// Finds the Delta tables under `prefix` and mirrors each (or, with `dry_run`, lists them).
+/// 0: every table mirrored, 1: some failed, 2: discovery failed.
+async fn run_discover(
+    prefix: &str,
+    request: &GlueSyncRequest,
+    concurrency: usize,
+    dry_run: bool,
+) -> ExitCode {
+    use lakemirror::discover::{Progress, backfill, discover_tables, plan_names};
+    use lakemirror::status::text_table;
+    use std::io::{IsTerminal, Write};
+    let counters = Arc::new(IoCounters::default());
+    let tables = match discover_tables(prefix, concurrency, &counters).await {
+        Ok(tables) => tables,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!(
+        "found {} Delta table(s) under {prefix} ({} listing requests)",
+        tables.len(),
+        counters.totals().requests
+    );
+    if dry_run {
+        let planned = match plan_names(&tables, request, &counters).await {
+            Ok(planned) => planned,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let rows = planned
+            .iter()
+            .map(|p| {
+                vec![
+                    p.table_uri.clone(),
+                    p.glue_table.clone(),
+                    if p.collides_with.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "same Glue table as {} (use --table-name-from-path path)",
+                            p.collides_with.join(", ")
+                        )
+                    },
+                ]
+            })
+            .collect();
+        eprintln!(
+            "{}",
+            text_table(&["DELTA TABLE", "GLUE TABLE", "NOTE"], rows)
+        );
+        return print_json(&serde_json::json!({ "dry_run": true, "tables": planned }));
+    }
+    let glue = GlueCatalog::from_env(Arc::new(IoCounters::default())).await;
+    let terminal = std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    let mut progress = Progress {
+        total: tables.len(),
+        done: 0,
+        failed: 0,
+        elapsed: std::time::Duration::ZERO,
+    };
+    let finished = backfill(&glue, &tables, request, concurrency, |done| {
+        progress.done += 1;
+        progress.elapsed = started.elapsed();
+        let line = match &done.outcome {
+            Ok(report) => format!(
+                "ok      {} -> {}.{} at Delta version {} ({})",
+                done.table_uri,
+                report.database,
+                report.table,
+                report
+                    .delta_version
+                    .map_or("-".to_string(), |v| v.to_string()),
+                serde_json::to_value(report.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            Err(e) => {
+                progress.failed += 1;
+                format!("FAILED  {}: {e}", done.table_uri)
+            }
+        };
+        let mut err = std::io::stderr().lock();
+        if terminal {
+            // Failures stay on screen above the bar; the bar is redrawn in place.
+            if done.outcome.is_err() {
+                let _ = writeln!(err, "\r\x1b[2K{line}");
+            }
+            let _ = write!(err, "\r\x1b[2K{}", progress.bar());
+        } else {
+            let _ = writeln!(err, "[{}/{}] {line}", progress.done, progress.total);
+        }
+        let _ = err.flush();
+    })
+    .await;
+    if terminal {
+        eprintln!();
+    }
+    let rows = finished
+        .iter()
+        .map(|f| match &f.outcome {
+            Ok(report) => vec![
+                f.table_uri.clone(),
+                format!("{}.{}", report.database, report.table),
+                serde_json::to_value(report.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                report
+                    .delta_version
+                    .map_or("-".to_string(), |v| v.to_string()),
+                String::new(),
+            ],
+            Err(e) => vec![
+                f.table_uri.clone(),
+                "-".into(),
+                "failed".into(),
+                "-".into(),
+                lakemirror::status::one_line(&e.to_string(), 100),
+            ],
+        })
+        .collect();
+    eprintln!(
+        "{}",
+        text_table(
+            &["DELTA TABLE", "GLUE TABLE", "RESULT", "VERSION", "ERROR"],
+            rows
+        )
+    );
+    let failed = finished.iter().filter(|f| f.outcome.is_err()).count();
+    eprintln!(
+        "{} of {} table(s) mirrored, {failed} failed, in {:.1} s",
+        finished.len() - failed,
+        finished.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let tables: Vec<serde_json::Value> = finished
+        .iter()
+        .map(|f| match &f.outcome {
+            Ok(report) => serde_json::json!({ "table_uri": f.table_uri, "report": report }),
+            Err(e) => serde_json::json!({ "table_uri": f.table_uri, "error": e.to_string() }),
+        })
+        .collect();
+    let printed = print_json(&serde_json::json!({
+        "discovered": finished.len(),
+        "mirrored": finished.len() - failed,
+        "failed": failed,
+        "tables": tables,
+    }));
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        printed
+    }
+}
+
+/// Prints `value` as the last line on stdout.
+fn print_json(value: &serde_json::Value) -> ExitCode {
+    match serde_json::to_string(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

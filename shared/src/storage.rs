@@ -320,6 +320,35 @@ impl TableStorage {
         Ok(())
     }
 
+    /// The metadata of `location` (one HEAD request), or None when it does not exist.
+    pub async fn head_if_exists(&self, location: &str) -> Result<Option<ObjectMeta>> {
+        let found = match self.store.head(&self.key(location)?).await {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        self.counters.request(0, 0);
+        Ok(found)
+    }
+
+    /// The folders directly under `folder` (a location), as locations without trailing
+    /// slash, in key order: one delimited listing, which names no object below them.
+    pub async fn list_folders(&self, folder: &str) -> Result<Vec<String>> {
+        let key = self.key(folder.trim_end_matches('/'))?;
+        let listed = self.store.list_with_delimiter(Some(&key)).await?;
+        let pages = (listed.objects.len() + listed.common_prefixes.len()).div_ceil(1000);
+        for _ in 0..pages.max(1) {
+            self.counters.request(0, 0);
+        }
+        let mut folders: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .map(|p| self.location_of_key(p))
+            .collect();
+        folders.sort();
+        Ok(folders)
+    }
+
     /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
     /// `after` (a location), in key order.
     pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {

@@ -133,6 +133,20 @@ pub fn mirror_stores(
     Ok((data, metadata_store))
 }
 
+/// How the request names its mirror before the Delta table's properties are read.
+pub fn target_defaults(request: &GlueSyncRequest) -> TargetDefaults {
+    TargetDefaults {
+        database: request.database.clone(),
+        table: match request.name_from {
+            NameFrom::Folder => default_table_name(&request.table_uri),
+            NameFrom::Path => path_table_name(&request.table_uri),
+        },
+        explicit_table: request.table.clone(),
+        allowed_databases: request.allowed_databases.clone(),
+        name_from: request.name_from,
+    }
+}
+
 /// Runs one sync, retrying when another writer commits first.
 pub async fn glue_sync(
     glue: &GlueCatalog,
@@ -146,16 +160,7 @@ pub async fn glue_sync(
         request.metadata_uri.as_deref(),
         &counters,
     )?;
-    let defaults = TargetDefaults {
-        database: request.database.clone(),
-        table: match request.name_from {
-            NameFrom::Folder => default_table_name(&request.table_uri),
-            NameFrom::Path => path_table_name(&request.table_uri),
-        },
-        explicit_table: request.table.clone(),
-        allowed_databases: request.allowed_databases.clone(),
-        name_from: request.name_from,
-    };
+    let defaults = target_defaults(request);
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(request.format_version);

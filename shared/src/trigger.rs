@@ -56,6 +56,11 @@ impl LambdaInput {
         serde_json::from_str(text)
     }
 
+    /// The input of the scheduled verify (`VerifySchedule`): `{"lakemirror": "verify"}`.
+    pub fn is_verify_tick(&self) -> bool {
+        matches!(self, LambdaInput::Other(v) if v.get("lakemirror").and_then(Value::as_str) == Some("verify"))
+    }
+
     pub fn is_sqs(&self) -> bool {
         matches!(self, LambdaInput::Sqs(_))
     }
@@ -303,7 +308,9 @@ pub fn table_triggers(deliveries: &[Delivery], prefixes: &[String]) -> Vec<Table
         .collect()
 }
 
-fn under_prefix(table_uri: &str, prefix: &str) -> bool {
+/// Whether `table_uri` is `prefix` or lies below it (a whole path segment, not a name that
+/// starts alike).
+pub fn under_prefix(table_uri: &str, prefix: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
     table_uri == prefix || table_uri.starts_with(&format!("{prefix}/"))
 }
@@ -363,6 +370,21 @@ mod tests {
             ("lake", "warehouse/my orders", 3)
         );
         assert_eq!(c.event_time_ms, Some(1_764_500_000_000));
+    }
+
+    #[test]
+    fn only_the_verify_input_is_a_verify_tick() {
+        assert!(fixture("verify.json").is_verify_tick());
+        assert!(fixture("verify.json").deliveries()[0].commits.is_empty());
+        for other in [
+            "eventbridge.json",
+            "s3-notification.json",
+            "sqs-s3-notification.json",
+        ] {
+            assert!(!fixture(other).is_verify_tick(), "{other}");
+        }
+        let asks_else = LambdaInput::from_json(r#"{"lakemirror": "sync"}"#).unwrap();
+        assert!(!asks_else.is_verify_tick());
     }
 
     #[test]

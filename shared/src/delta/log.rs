@@ -136,6 +136,11 @@ impl DeltaLog {
         self.table.location(&format!("_delta_log/{name}"))
     }
 
+    /// The location of the commit file of `version`.
+    pub fn commit_file(&self, version: i64) -> String {
+        self.log_file(&format!("{version:020}.json"))
+    }
+
     fn malformed(&self, reason: impl std::fmt::Display) -> Error {
         Error::malformed(self.table.root_uri(), reason)
     }
@@ -468,7 +473,8 @@ impl DeltaLog {
             .ok_or_else(|| Error::NotADeltaTable(self.table.root_uri().to_string()))
     }
 
-    async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
+    /// The version `_last_checkpoint` names (a hint: the checkpoint may be incomplete).
+    pub async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
         let Some(bytes) = self
             .table
             .get_if_exists(&self.log_file("_last_checkpoint"))
