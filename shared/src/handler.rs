@@ -101,6 +101,22 @@ pub enum GlueSyncResponse {
         synced: Vec<SyncReport>,
         parked: usize,
     },
+    /// To the scheduled verify: one line per mirror.
+    Verified { verified: Vec<Verified> },
+}
+
+/// One mirror's outcome in the scheduled verify.
+#[derive(Debug, serde::Serialize)]
+pub struct Verified {
+    pub glue_table: String,
+    pub delta_table: String,
+    /// None when it could not be verified (see `error`).
+    pub equal: Option<bool>,
+    pub delta_version: Option<i64>,
+    pub difference_count: usize,
+    /// The first differences, as `file: message`.
+    pub differences: Vec<String>,
+    pub error: Option<String>,
 }
 
 /// The glue-sync function: configuration and clients, built once per process.
@@ -150,6 +166,9 @@ impl GlueSyncFunction {
         // A deadline already past as the invocation starts is not a real one (`cargo lambda
         // watch` hands out such deadlines); Lambda never does.
         let deadline = deadline.filter(|d| *d > SystemTime::now());
+        if event.is_verify_tick() {
+            return self.verify_mirrors(deadline).await;
+        }
         let deliveries = event.deliveries();
         let is_sqs = event.is_sqs();
         let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
@@ -192,11 +211,13 @@ impl GlueSyncFunction {
                     retry.extend(ids);
                 }
                 Outcome::Failed(e) if e.is_retryable() => {
+                    println!("{}", sync_failed_metric(&trigger.table_uri()));
                     tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
                     retry.extend(ids);
                     first_error.get_or_insert(e);
                 }
                 Outcome::Failed(e) => {
+                    println!("{}", sync_failed_metric(&trigger.table_uri()));
                     tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
                     if let Error::SourceMissing { glue_table, .. } = &e {
                         println!("{}", source_missing_metric(glue_table));
@@ -233,6 +254,94 @@ impl GlueSyncFunction {
             Some(e) => Err(e),
             None => Ok(GlueSyncResponse::Synced { synced, parked }),
         }
+    }
+
+    /// The scheduled verify (`VerifySchedule`): every mirror of the function's Glue
+    /// database under its table prefixes is verified at its current version, side by side,
+    /// and each emits the `MirrorDrift` metric (0 equal, 1 a difference). A mirror that
+    /// cannot be verified is logged and answered with its error; mirrors not started
+    /// [`START_MARGIN`] before the deadline are left to the next tick.
+    async fn verify_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
+        let counters = Arc::new(IoCounters::default());
+        let (mirrors, unreadable) = crate::status::mirrors(
+            &self.glue,
+            &self.config.database,
+            &self.config.table_prefixes,
+            &counters,
+        )
+        .await?;
+        let mut verified: Vec<Verified> = futures::stream::iter(&mirrors)
+            .map(|mirror| async move {
+                let left =
+                    deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+                if left.is_some_and(|left| left < START_MARGIN) {
+                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to verify; left to the next tick");
+                    return None;
+                }
+                Some(self.verify_one(mirror).await)
+            })
+            .buffer_unordered(SYNCS_AT_ONCE)
+            .filter_map(|v| async move { v })
+            .collect()
+            .await;
+        for u in unreadable {
+            tracing::error!(glue_table = %u.table, error = %u.error, "cannot verify: the mirror's metadata is unreadable");
+            verified.push(Verified {
+                glue_table: u.table,
+                delta_table: String::new(),
+                equal: None,
+                delta_version: None,
+                difference_count: 0,
+                differences: Vec::new(),
+                error: Some(u.error),
+            });
+        }
+        verified.sort_by(|a, b| a.glue_table.cmp(&b.glue_table));
+        Ok(GlueSyncResponse::Verified { verified })
+    }
+
+    async fn verify_one(&self, mirror: &crate::status::Mirror) -> Verified {
+        let request = crate::verify::VerifyRequest {
+            table_uri: mirror.delta_table_uri.clone(),
+            database: mirror.database.clone(),
+            table: Some(mirror.table.clone()),
+            metadata_uri: Some(mirror.metadata_uri.clone()),
+            version: None,
+            max_differences: 5,
+        };
+        let counters = Arc::new(IoCounters::default());
+        let mut line = Verified {
+            glue_table: mirror.glue_table(),
+            delta_table: mirror.delta_table_uri.clone(),
+            equal: None,
+            delta_version: None,
+            difference_count: 0,
+            differences: Vec::new(),
+            error: None,
+        };
+        match crate::verify::verify(&self.glue, &request, counters).await {
+            Ok(report) => {
+                println!("{}", drift_metric(&line.glue_table, !report.equal));
+                if report.equal {
+                    tracing::info!(glue_table = %line.glue_table, delta_version = report.delta_version, files = report.delta_files, "mirror verified equal");
+                } else {
+                    tracing::error!(glue_table = %line.glue_table, delta_version = report.delta_version, differences = report.difference_count, first = report.differences.first().map(|d| d.message_with_file()).as_deref(), "mirror drift: it differs from its Delta table; lakemirror verify lists how, and a rebuild (delete the Glue table, sync again) repairs it");
+                }
+                line.equal = Some(report.equal);
+                line.delta_version = Some(report.delta_version);
+                line.difference_count = report.difference_count;
+                line.differences = report
+                    .differences
+                    .iter()
+                    .map(|d| d.message_with_file())
+                    .collect();
+            }
+            Err(e) => {
+                tracing::error!(glue_table = %line.glue_table, error = %e, "cannot verify the mirror");
+                line.error = Some(e.to_string());
+            }
+        }
+        line
     }
 
     /// One table's sync, started (unless `first`) only while [`START_MARGIN`] is left before
@@ -379,6 +488,34 @@ async fn sync_one(
     );
     println!("{}", metric_line(&report, lag_ms));
     Ok(report)
+}
+
+/// A CloudWatch embedded-metric-format record: a sync that failed (the `Table` dimension
+/// is the Delta table's URI, as its Glue name may be unknown when the sync fails early).
+fn sync_failed_metric(table_uri: &str) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "SyncFailed", "Unit": "Count" }] }]
+        },
+        "Table": table_uri,
+        "SyncFailed": 1,
+    })
+}
+
+/// A CloudWatch embedded-metric-format record of the scheduled verify: 1 when the mirror
+/// differs from its Delta table, 0 when it equals it.
+fn drift_metric(glue_table: &str, drift: bool) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "MirrorDrift", "Unit": "Count" }] }]
+        },
+        "Table": glue_table,
+        "MirrorDrift": u8::from(drift),
+    })
 }
 
 /// A CloudWatch embedded-metric-format record: a mirror whose Delta table is gone.

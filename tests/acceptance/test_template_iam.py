@@ -15,6 +15,7 @@ EXPECTED_ACTIONS = {
     "GlueSyncRole": {
         "s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:DeleteObject",
         "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
+        "glue:GetTables",  # the scheduled verify lists the mirrors
         "glue:DeleteTable",  # only with OnMissingSource=drop
         "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
         "kms:Decrypt", "kms:GenerateDataKey",

@@ -164,3 +164,33 @@ def test_what_cannot_be_verified_exits_2_and_says_why(glue_database, lakemirror,
     result = verify(lakemirror, mirror, glue_database, "--version", "999")
     assert result.returncode == 2
     assert "holds no snapshot of Delta version 999" in result.stderr, result.stderr
+
+
+def test_the_scheduled_verify_emits_mirror_drift_per_mirror(mirror, delta_tables_dir, tmp_path, glue_database,
+                                                            lakemirror):
+    """VerifySchedule: the glue-sync function, given {"lakemirror": "verify"}, verifies every
+    mirror of its database and emits MirrorDrift (CloudWatch embedded metrics): 1 for the
+    tampered mirror, 0 for the equal one."""
+    other = str(tmp_path / "other")
+    shutil.copytree(delta_tables_dir / "simple_table", other)
+    lakemirror("glue-sync", "--table-uri", other, "--glue-database", glue_database, "--glue-table", "u")
+    tamper(glue_database, keep_manifest=lambda m: m.content == ManifestContent.DATA)
+    event = tmp_path / "verify.json"
+    event.write_text(json.dumps({"lakemirror": "verify"}))
+
+    run = lakemirror("invoke", "glue-sync", "--event", event, "--glue-database", glue_database)
+    verified = {v["glue_table"]: v for v in run.json["verified"]}
+    assert sorted(verified) == [f"{glue_database}.t", f"{glue_database}.u"]
+    t, u = verified[f"{glue_database}.t"], verified[f"{glue_database}.u"]
+    assert (t["equal"], u["equal"]) == (False, True), verified
+    assert t["difference_count"] > 0 and t["differences"] and t["error"] is None
+    assert u["delta_table"] == f"file://{other}" and u["difference_count"] == 0
+
+    metrics = [json.loads(line) for line in run.stdout.splitlines() if '"MirrorDrift"' in line]
+    assert {m["Table"]: m["MirrorDrift"] for m in metrics} == {f"{glue_database}.t": 1, f"{glue_database}.u": 0}
+    assert all(m["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": "MirrorDrift", "Unit": "Count"}]
+               for m in metrics)
+
+    only_u = lakemirror("invoke", "glue-sync", "--event", event, "--glue-database", glue_database,
+                        "--table-prefixes", f"file://{other}")
+    assert [v["glue_table"] for v in only_u.json["verified"]] == [f"{glue_database}.u"]

@@ -233,10 +233,12 @@ impl LakebaseSyncFunction {
             match lakebase_sync(&mut client, table, None, unity.as_ref()).await {
                 Ok(report) => {
                     tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
+                    println!("{}", reverse_sync_metric(&report));
                     synced.push(report);
                 }
                 Err(e) => {
                     tracing::error!(target = %table.target, error = %e, "sync failed");
+                    println!("{}", reverse_sync_failed_metric(&table.target.to_string()));
                     failed.push(
                         json!({ "target": table.target.to_string(), "error": e.to_string() }),
                     );
@@ -392,6 +394,34 @@ async fn due<'a>(
 /// Due when never synced, or when the interval has passed (within [`SCHEDULE_SLACK`]).
 fn is_due(since_last_sync: Option<Duration>, interval: Duration) -> bool {
     since_last_sync.is_none_or(|age| age + SCHEDULE_SLACK >= interval)
+}
+
+/// A CloudWatch embedded-metric-format record: rows a reverse sync wrote and its duration.
+fn reverse_sync_metric(report: &LakebaseReport) -> serde_json::Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
+                                    "Metrics": [{ "Name": "ReverseSyncRows", "Unit": "Count" },
+                                                { "Name": "ReverseSyncDuration", "Unit": "Milliseconds" }] }]
+        },
+        "Target": report.target,
+        "ReverseSyncRows": report.rows_inserted + report.rows_updated + report.rows_deleted,
+        "ReverseSyncDuration": report.elapsed_ms,
+    })
+}
+
+/// A CloudWatch embedded-metric-format record: a reverse sync that failed.
+fn reverse_sync_failed_metric(target: &str) -> serde_json::Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
+                                    "Metrics": [{ "Name": "ReverseSyncFailed", "Unit": "Count" }] }]
+        },
+        "Target": target,
+        "ReverseSyncFailed": 1,
+    })
 }
 
 #[cfg(test)]
