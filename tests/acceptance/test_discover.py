@@ -3,6 +3,11 @@ without entering tables, hidden folders or Hive partition folders) and mirrored;
 cannot be mirrored is reported in the summary and makes the exit status non-zero, while the
 others are mirrored and read back equal by pyiceberg. --dry-run mirrors nothing."""
 
+import os
+import re
+import shlex
+import subprocess
+
 import boto3
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -80,3 +85,20 @@ def test_discover_refuses_a_table_uri_too_and_names_collisions(bucket, glue_data
                          "--dry-run", "--table-name-from-path", "path")
     assert [t["glue_table"] for t in by_path.json["tables"]] == [f"{glue_database}.lake_a_orders",
                                                                  f"{glue_database}.lake_b_orders"]
+
+
+def test_discover_draws_a_progress_bar_on_a_terminal(bucket, glue_database, delta_storage_options,
+                                                     lakemirror_bin, moto_endpoint):
+    """On a terminal (util-linux `script` gives the command one) the bar is redrawn in place and
+    failures are printed above it."""
+    make_lake(bucket, delta_storage_options)
+    command = shlex.join([str(lakemirror_bin), "glue-sync", "--discover", f"s3://{bucket}/lake",
+                          "--glue-database", glue_database, "--concurrency", "1"])
+    run = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, timeout=300,
+                         env={**os.environ, "LAKEMIRROR_LOG": "off"})
+    screen = run.stdout.decode()  # bytes: text mode would turn each \r into a line break
+    assert run.returncode == 1, screen
+    bars = re.findall(r"\r\x1b\[2K(\[[#.]{20}\] \d/5 tables  \d failed)", screen)
+    assert [b.split("]", 1)[1].split(" tables")[0] for b in bars] == [" 1/5", " 2/5", " 3/5", " 4/5", " 5/5"], screen
+    assert bars[-1] == "[####################] 5/5 tables  1 failed"
+    assert "\r\x1b[2KFAILED  s3://" in screen and "[1/5]" not in screen, "no plain lines on a terminal"
