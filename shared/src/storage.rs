@@ -320,6 +320,13 @@ impl TableStorage {
         Ok(())
     }
 
+    /// The metadata of `location` (one HEAD request); not found when it does not exist.
+    pub async fn head(&self, location: &str) -> Result<ObjectMeta> {
+        let meta = self.store.head(&self.key(location)?).await?;
+        self.counters.request(0, 0);
+        Ok(meta)
+    }
+
     /// The metadata of `location` (one HEAD request), or None when it does not exist.
     pub async fn head_if_exists(&self, location: &str) -> Result<Option<ObjectMeta>> {
         let found = match self.store.head(&self.key(location)?).await {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use serde::Serialize;
 use tokio_postgres::{Client, Transaction};
 
@@ -806,7 +806,9 @@ async fn copy_rows(
     let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + (1 << 16));
     buffer.extend_from_slice(HEADER);
     for (add, rows) in files {
-        for arrays in read_file(store, columns, &add, &rows).await? {
+        let mut batches = read_file(store, columns, &add, &rows).await?;
+        while let Some(arrays) = batches.next().await {
+            let arrays = arrays?;
             encode_rows(&copy_columns, &arrays, &mut buffer)
                 .map_err(|r| rejected(table, columns, &arrays, &add.path, r))?;
             if buffer.len() >= CHUNK_BYTES {
