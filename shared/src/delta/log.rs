@@ -379,9 +379,22 @@ impl DeltaLog {
         let mut active = ActiveFileSet::default();
         let start = match &checkpoint {
             Some((cp_version, parts)) => {
-                for meta in parts {
+                let started = std::time::Instant::now();
+                for (n, meta) in parts.iter().enumerate() {
                     self.read_checkpoint_part(meta, &mut active, reading)
                         .await?;
+                    // A large checkpoint reports each part read (a line per stage in
+                    // Lambda's log, progress on the CLI's stderr).
+                    if reading == Reading::Everything && started.elapsed() >= PROGRESS_AFTER {
+                        tracing::info!(
+                            table = self.table.root_uri(),
+                            part = n + 1,
+                            of = parts.len(),
+                            files = active.files.len(),
+                            elapsed_s = started.elapsed().as_secs(),
+                            "read the checkpoint"
+                        );
+                    }
                 }
                 cp_version + 1
             }
@@ -498,35 +511,10 @@ impl DeltaLog {
         reading: Reading,
     ) -> Result<()> {
         let location = self.table.location_of_key(&meta.location);
-        let mut lines = if location.ends_with(".json") {
-            let (bytes, _) = self.table.get(&location).await?;
-            json_actions(&bytes)
-        } else if reading == Reading::Definition {
-            self.checkpoint_definition(&location, meta.size).await?
-        } else {
-            let (bytes, _) = self.table.get(&location).await?;
-            checkpoint_actions(bytes)
-        }
-        .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
         // A v2 checkpoint keeps its file actions in sidecars (metaData and protocol never).
-        let sidecars: Vec<String> = lines
-            .iter()
-            .filter(|_| reading == Reading::Everything)
-            .filter_map(|l| l.sidecar.as_ref().map(|s| s.path.clone()))
-            .collect();
-        for path in sidecars {
-            let sidecar = if path.contains("://") {
-                path
-            } else {
-                self.log_file(&format!("_sidecars/{path}"))
-            };
-            let (bytes, _) = self.table.get(&sidecar).await?;
-            lines.extend(
-                checkpoint_actions(bytes)
-                    .map_err(|e| self.malformed(format!("sidecar {sidecar}: {e}")))?,
-            );
-        }
-        for line in lines {
+        let mut sidecars: Vec<String> = Vec::new();
+        // Applies one action; answers the sidecar it names.
+        let mut apply = |line: ActionLine| -> Option<String> {
             if let Some(add) = line.add {
                 active
                     .files
@@ -538,6 +526,40 @@ impl DeltaLog {
             if let Some(p) = line.protocol {
                 active.protocol = Some(p);
             }
+            line.sidecar
+                .filter(|_| reading == Reading::Everything)
+                .map(|sidecar| sidecar.path)
+        };
+        let mut apply_part = |line: ActionLine| sidecars.extend(apply(line));
+        // Rows are applied as they are decoded: the checkpoint is never held as actions.
+        if location.ends_with(".json") {
+            let (bytes, _) = self.table.get(&location).await?;
+            json_actions(&bytes)
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?
+                .into_iter()
+                .for_each(&mut apply_part);
+        } else if reading == Reading::Definition {
+            self.checkpoint_definition(&location, meta.size)
+                .await?
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?
+                .into_iter()
+                .for_each(&mut apply_part);
+        } else {
+            let (bytes, _) = self.table.get(&location).await?;
+            for_each_checkpoint_action(bytes, &mut apply_part)
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        }
+        for path in sidecars {
+            let sidecar = if path.contains("://") {
+                path
+            } else {
+                self.log_file(&format!("_sidecars/{path}"))
+            };
+            let (bytes, _) = self.table.get(&sidecar).await?;
+            for_each_checkpoint_action(bytes, |line| {
+                apply(line);
+            })
+            .map_err(|e| self.malformed(format!("sidecar {sidecar}: {e}")))?;
         }
         Ok(())
     }
@@ -583,6 +605,9 @@ impl DeltaLog {
         Ok(definition_actions(SparseFile { len: size, parts }))
     }
 }
+
+/// Reading a checkpoint for longer than this reports its progress.
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Bytes read from a checkpoint's end at first: a footer is rarely bigger.
 const TAIL_READ: u64 = 64 * 1024;
@@ -820,6 +845,21 @@ pub fn json_actions(bytes: &[u8]) -> Result<Vec<ActionLine>, String> {
 
 /// Reads a Parquet checkpoint (classic, v2 or sidecar) into action lines.
 pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
+    let mut lines = Vec::new();
+    for_each_checkpoint_action(bytes, |line| lines.push(line))?;
+    Ok(lines)
+}
+
+/// The checkpoint columns a snapshot reads: file actions, the table's definition, and a v2
+/// checkpoint's sidecars. Tombstones (`remove`), `txn` and `domainMetadata` are not decoded.
+const SNAPSHOT_COLUMNS: [&str; 4] = ["add", "metaData", "protocol", "sidecar"];
+
+/// Hands each action of a Parquet checkpoint (classic, v2 or sidecar) to `each` as it is
+/// decoded, reading only [`SNAPSHOT_COLUMNS`].
+pub fn for_each_checkpoint_action(
+    bytes: Bytes,
+    mut each: impl FnMut(ActionLine),
+) -> Result<(), String> {
     // A Parquet file starts and ends with PAR1. Checked before the footer is decoded: the
     // parquet crate's footer decoder allocates whatever a corrupt footer declares (found by
     // fuzzing: 34 bytes ending in a 9-byte "footer" asked for gigabytes).
@@ -829,8 +869,21 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     }
     crate::parquet_footer::check(&bytes).map_err(|e| format!("corrupt Parquet footer: {e}"))?;
     let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
-    let rows = reader.get_row_iter(None).map_err(|e| e.to_string())?;
-    let mut lines = Vec::new();
+    let schema = reader.metadata().file_metadata().schema();
+    let projection = parquet::schema::types::Type::group_type_builder(schema.name())
+        .with_fields(
+            schema
+                .get_fields()
+                .iter()
+                .filter(|f| SNAPSHOT_COLUMNS.contains(&f.name()))
+                .cloned()
+                .collect(),
+        )
+        .build()
+        .map_err(|e| e.to_string())?;
+    let rows = reader
+        .get_row_iter(Some(projection))
+        .map_err(|e| e.to_string())?;
     for row in rows {
         let row = row.map_err(|e| e.to_string())?;
         let mut line: ActionLine =
@@ -842,9 +895,9 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
         {
             add.stats = stats_from_parsed(&row);
         }
-        lines.push(line);
+        each(line);
     }
-    Ok(lines)
+    Ok(())
 }
 
 /// `add.stats_parsed` of a checkpoint row as the JSON `add.stats` would hold: dates as
@@ -1004,6 +1057,42 @@ mod tests {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         bytes
+    }
+
+    #[test]
+    fn only_the_columns_a_snapshot_needs_are_decoded() {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, StructArray};
+        use std::sync::Arc;
+        let add = StructArray::new(
+            vec![
+                arrow_schema::Field::new("path", arrow_schema::DataType::Utf8, true),
+                arrow_schema::Field::new("size", arrow_schema::DataType::Int64, true),
+            ]
+            .into(),
+            vec![
+                Arc::new(StringArray::from(vec![Some("a.parquet"), None])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![Some(10), None])),
+            ],
+            Some(arrow_buffer::NullBuffer::from(vec![true, false])),
+        );
+        // Not even an action: decoding this column would fail the whole checkpoint.
+        let remove = StringArray::from(vec![None, Some("a tombstone lakemirror never reads")]);
+        let batch = RecordBatch::try_from_iter([
+            ("add", Arc::new(add) as ArrayRef),
+            ("remove", Arc::new(remove) as ArrayRef),
+        ])
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let mut paths = Vec::new();
+        for_each_checkpoint_action(Bytes::from(bytes), |line| {
+            paths.extend(line.add.map(|a| a.path));
+        })
+        .unwrap();
+        assert_eq!(paths, ["a.parquet"]);
     }
 
     #[test]
