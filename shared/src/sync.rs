@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::glue::{GlueCatalog, GlueTable, default_table_name, path_table_name};
 use crate::mirror::{
     CommittedTable, IcebergView, MetadataWriter, SnapshotPlan, plan_commits, plan_full,
+    plan_full_taking,
 };
 use crate::storage::{IoCounters, IoTotals, TableStorage};
 use crate::target::{
@@ -371,17 +372,19 @@ async fn plan(
             Some(s) => s,
             None => log.snapshot(to_version).await?,
         };
+        let metadata = snapshot.metadata().cloned();
         return Ok(Planned::grown(
-            vec![plan_full(root, None, &snapshot)?],
-            snapshot.metadata(),
+            vec![plan_full_taking(root, None, snapshot)?],
+            metadata.as_ref(),
         ));
     };
     let view = current.view()?;
     let Some(synced) = view.delta_version else {
         let snapshot = log.snapshot(to_version).await?;
+        let metadata = snapshot.metadata().cloned();
         return Ok(Planned::grown(
-            vec![plan_full(root, Some(&view), &snapshot)?],
-            snapshot.metadata(),
+            vec![plan_full_taking(root, Some(&view), snapshot)?],
+            metadata.as_ref(),
         ));
     };
     let mirrored_already = match to_version {
@@ -526,7 +529,8 @@ async fn rebuild(
     };
     loop {
         let base = log.snapshot(Some(start)).await?;
-        let mut first = plan_full(root, None, &base)?;
+        let base_metadata = base.metadata().cloned();
+        let mut first = plan_full_taking(root, None, base)?;
         // The mirror keeps its format version unless the Delta table asks for another.
         first.format_version = first.format_version.or(format_version);
         let view = IcebergView::of_new_table(&first).ok_or_else(|| {
@@ -553,7 +557,7 @@ async fn rebuild(
                     .iter()
                     .rev()
                     .find_map(|c| c.metadata.clone())
-                    .or_else(|| base.metadata().cloned());
+                    .or(base_metadata);
                 return Ok(Planned {
                     plans: std::iter::once(first).chain(rest).collect(),
                     newest_metadata,

@@ -8,5 +8,5 @@ pub mod puffin;
 pub mod schema;
 pub mod writer;
 
-pub use plan::{IcebergView, SnapshotPlan, plan_commits, plan_full};
+pub use plan::{IcebergView, SnapshotPlan, plan_commits, plan_full, plan_full_taking};
 pub use writer::{CommittedTable, MetadataWriter, StagedTable};

@@ -106,6 +106,26 @@ pub fn plan_full(
     current: Option<&IcebergView>,
     snapshot: &DeltaSnapshot,
 ) -> Result<SnapshotPlan> {
+    plan_full_of(root_uri, current, snapshot, snapshot.active.files.values())
+}
+
+/// [`plan_full`], letting go of each Delta add as its planned file is made: a bootstrap
+/// never holds both forms of every file.
+pub fn plan_full_taking(
+    root_uri: &str,
+    current: Option<&IcebergView>,
+    mut snapshot: DeltaSnapshot,
+) -> Result<SnapshotPlan> {
+    let files = std::mem::take(&mut snapshot.active.files);
+    plan_full_of(root_uri, current, &snapshot, files.into_values())
+}
+
+fn plan_full_of(
+    root_uri: &str,
+    current: Option<&IcebergView>,
+    snapshot: &DeltaSnapshot,
+    files: impl Iterator<Item = impl std::borrow::Borrow<Add>>,
+) -> Result<SnapshotPlan> {
     let table = root_uri;
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(table, "no metaData or protocol action"));
@@ -131,11 +151,16 @@ pub fn plan_full(
         keys: &next.partition_keys,
         zone: next.partition_zone.as_ref(),
     };
-    let added = snapshot
-        .active
-        .files
-        .values()
-        .map(|add| planned_file(root_uri, &schema, &partitions, &next.physical_names, add))
+    let added = files
+        .map(|add| {
+            planned_file(
+                root_uri,
+                &schema,
+                &partitions,
+                &next.physical_names,
+                add.borrow(),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let operation = if current.is_some_and(|c| c.delta_version.is_some()) {
         Operation::Overwrite
@@ -884,6 +909,34 @@ mod tests {
             matches!(&err, Error::RebuildNeeded { from_version: 2, reason, .. } if reason.contains("column mapping")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plan_taking_the_snapshot_equals_one_borrowing_it() {
+        let snapshot = snapshot_of(&[commit(
+            0,
+            &[
+                protocol(1, ""),
+                metadata(SCHEMA),
+                add("p=2021-01-02/a.parquet", "2021-01-02", true, true),
+                add("p=2021-01-03/b.parquet", "2021-01-03", false, true),
+            ],
+        )]);
+        let borrowed = plan_full(ROOT, None, &snapshot).unwrap();
+        let taken = plan_full_taking(ROOT, None, snapshot).unwrap();
+        let files = |plan: &SnapshotPlan| {
+            let mut files: Vec<String> = plan
+                .added
+                .iter()
+                .map(|f| format!("{} {:?} {:?}", f.location, f.partition, f.record_count))
+                .collect();
+            files.sort();
+            files
+        };
+        assert_eq!(files(&taken), files(&borrowed));
+        assert_eq!(taken.added.len(), 2);
+        assert_eq!(taken.schema, borrowed.schema);
+        assert_eq!(taken.delta_version, borrowed.delta_version);
     }
 
     #[test]

@@ -14,8 +14,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
     MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder,
-    PartitionSpecRef, PrimitiveLiteral, PrimitiveType, SchemaRef, Snapshot, SortOrder, Struct,
-    StructType, Summary, TableMetadata, TableMetadataBuilder, Transform, UnboundPartitionSpec,
+    PartitionSpec, PartitionSpecRef, PrimitiveLiteral, PrimitiveType, SchemaRef, Snapshot,
+    SortOrder, Struct, StructType, Summary, TableMetadata, TableMetadataBuilder, Transform,
+    UnboundPartitionSpec,
 };
 use roaring::RoaringTreemap;
 
@@ -237,6 +238,129 @@ struct LiveFile {
 
 /// The new content of one bucket manifest (data files, or the delete files that apply to
 /// the data files of the same bucket).
+/// A bucket after a snapshot: its manifest (None: nothing live, none written) and its live
+/// files.
+type WrittenBucket = ((Content, u32), Option<ManifestFile>, Vec<LiveFile>);
+
+/// Bucket manifests written at once.
+const MANIFESTS_AT_ONCE: usize = 8;
+
+/// What writing one bucket's manifest of a snapshot needs.
+struct BucketWriter<'a> {
+    writer: &'a MetadataWriter,
+    snapshot_id: i64,
+    sequence_number: i64,
+    schema: SchemaRef,
+    spec: PartitionSpec,
+    partition_type: StructType,
+    v3: bool,
+    progress: ManifestProgress,
+}
+
+/// Manifests written so far in one snapshot, logged at every tenth of a large snapshot (a
+/// bootstrap): a line per stage in Lambda's log, progress on the CLI's stderr.
+struct ManifestProgress {
+    total: usize,
+    done: std::sync::atomic::AtomicUsize,
+    started: std::time::Instant,
+}
+
+/// Snapshots of at least this many manifests report their progress.
+const PROGRESS_MANIFESTS: usize = 100;
+
+impl ManifestProgress {
+    fn new(total: usize) -> Self {
+        Self {
+            total,
+            done: Default::default(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn one_more(&self) {
+        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if self.total < PROGRESS_MANIFESTS || !done.is_multiple_of(self.total / 10) {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let per_second = done as f64 / elapsed.max(1e-3);
+        tracing::info!(
+            manifests = done,
+            of = self.total,
+            per_second = per_second.round() as u64,
+            eta_s = ((self.total - done) as f64 / per_second).round() as u64,
+            "writing manifests"
+        );
+    }
+}
+
+impl BucketWriter<'_> {
+    /// Writes the manifest of one changed bucket (None when nothing is live in it, and
+    /// nothing is written) and answers the bucket's live files after this snapshot.
+    async fn write(&self, key: (Content, u32), change: BucketChange) -> Result<WrittenBucket> {
+        let BucketChange {
+            kept,
+            deleted,
+            added: adds,
+        } = change;
+        let (content, bucket) = key;
+        if kept.is_empty() && adds.is_empty() {
+            // A deletes bucket that never held anything writes nothing either.
+            return Ok((key, None, kept));
+        }
+        let location = self.writer.metadata_location(&format!(
+            "{}{}{bucket}.avro",
+            uuid::Uuid::new_v4(),
+            content.marker()
+        ));
+        let output = self.writer.staging.new_output(&location)?;
+        let builder = ManifestWriterBuilder::new(
+            output,
+            Some(self.snapshot_id),
+            self.schema.clone(),
+            self.spec.clone(),
+        );
+        let mut manifest = match (content, self.v3) {
+            (Content::Data, false) => builder.build_v2_data(),
+            (Content::Deletes, false) => builder.build_v2_deletes(),
+            (Content::Data, true) => builder.build_v3_data(),
+            (Content::Deletes, true) => builder.build_v3_deletes(),
+        };
+        let spec_id = self.spec.spec_id();
+        for live in &kept {
+            manifest.add_existing_file(
+                carried_over(live, spec_id, &self.partition_type)?,
+                live.snapshot_id,
+                live.sequence_number,
+                Some(live.file_sequence_number),
+            )?;
+        }
+        for gone in &deleted {
+            manifest.add_delete_file(
+                carried_over(gone, spec_id, &self.partition_type)?,
+                gone.sequence_number,
+                Some(gone.file_sequence_number),
+            )?;
+        }
+        let mut next_live = kept;
+        for file in adds {
+            manifest.add_file(file.clone(), self.sequence_number)?;
+            next_live.push(LiveFile {
+                data_file: file,
+                snapshot_id: self.snapshot_id,
+                sequence_number: self.sequence_number,
+                file_sequence_number: self.sequence_number,
+                first_row_id: None,
+            });
+        }
+        let written = manifest.write_manifest_file().await?;
+        self.writer.publish_from_staging(&location).await?;
+        crate::crash::point("glue-after-manifest");
+        self.progress.one_more();
+        Ok((key, Some(written), next_live))
+    }
+}
+
 struct BucketChange {
     /// Live files that stay (EXISTING entries).
     kept: Vec<LiveFile>,
@@ -965,6 +1089,7 @@ impl TableState {
         let snapshot_id = new_snapshot_id();
         let sequence_number = self.last_sequence_number + 1;
         let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
+        let added_files = plan.added.len();
 
         let mut rewritten: BTreeMap<(Content, u32), BucketChange> = BTreeMap::new();
         // Files and records leaving: the whole previous snapshot when it is replaced, else
@@ -1009,13 +1134,15 @@ impl TableState {
                 .push(location.clone());
         }
         let mut new_deletes: BTreeMap<u32, Vec<DataFile>> = BTreeMap::new();
-        for file in &plan.added {
+        // Each planned file is let go as its Iceberg entry is made: a bootstrap never holds
+        // both forms of every file.
+        for file in std::mem::take(&mut plan.added) {
             let bucket = bucket_of(&file.location, count);
-            let data_file = data_file(file, self.spec.spec_id())?;
+            let data_file = data_file(&file, self.spec.spec_id())?;
             touched.entry(bucket).or_default().1.push(data_file);
             if let Some(dv) = &file.deletion_vector
                 && let Some(deletes) = writer
-                    .write_deletes(file, dv, self.spec.spec_id(), self.format_version)
+                    .write_deletes(&file, dv, self.spec.spec_id(), self.format_version)
                     .await?
             {
                 new_deletes.entry(bucket).or_default().push(deletes);
@@ -1081,77 +1208,52 @@ impl TableState {
             );
         }
 
-        // Write the changed bucket manifests.
+        // Write the changed bucket manifests, several at once (each is a PUT: on S3 its
+        // latency, not the encoding, is what a bootstrap of many buckets waits for).
+        let partition_type = self.spec.partition_type(&self.schema)?;
+        let bucket_writer = BucketWriter {
+            writer,
+            snapshot_id,
+            sequence_number,
+            schema: self.schema.clone(),
+            spec: self.spec.as_ref().clone(),
+            partition_type,
+            v3: self.format_version == FormatVersion::V3,
+            progress: ManifestProgress::new(
+                rewritten
+                    .values()
+                    .filter(|c| !(c.kept.is_empty() && c.added.is_empty()))
+                    .count(),
+            ),
+        };
+        let mut written: Vec<WrittenBucket> = futures::stream::iter(rewritten)
+            .map(|(key, change)| bucket_writer.write(key, change))
+            .buffer_unordered(MANIFESTS_AT_ONCE)
+            .try_collect()
+            .await?;
+        written.sort_by_key(|(key, _, _)| *key);
+        // After a snapshot that replaced everything (a bootstrap) every bucket is new: its
+        // files are let go, and a later snapshot of this run reads the buckets it touches
+        // from their manifests, as the next run would. (v3 keeps them: their row IDs are
+        // assigned below.)
+        let keep_loaded = !plan.replace_all || self.format_version == FormatVersion::V3;
         let mut new_manifests = Vec::new();
-        for (
-            key,
-            BucketChange {
-                kept,
-                deleted,
-                added: adds,
-            },
-        ) in rewritten
-        {
-            let (content, bucket) = key;
-            if kept.is_empty() && adds.is_empty() {
-                // Nothing live: the bucket leaves the manifest list (a deletes bucket that
-                // never held anything writes nothing).
-                self.manifests.remove(&key);
-                self.loaded.insert(key, kept);
-                continue;
+        for (key, manifest, next_live) in written {
+            match manifest {
+                // Nothing live: the bucket leaves the manifest list.
+                None => {
+                    self.manifests.remove(&key);
+                }
+                Some(manifest) => {
+                    self.manifests.insert(key, manifest.clone());
+                    new_manifests.push(manifest);
+                }
             }
-            let location = writer.metadata_location(&format!(
-                "{}{}{bucket}.avro",
-                uuid::Uuid::new_v4(),
-                content.marker()
-            ));
-            let output = writer.staging.new_output(&location)?;
-            let builder = ManifestWriterBuilder::new(
-                output,
-                Some(snapshot_id),
-                self.schema.clone(),
-                self.spec.as_ref().clone(),
-            );
-            let v3 = self.format_version == FormatVersion::V3;
-            let mut manifest = match (content, v3) {
-                (Content::Data, false) => builder.build_v2_data(),
-                (Content::Deletes, false) => builder.build_v2_deletes(),
-                (Content::Data, true) => builder.build_v3_data(),
-                (Content::Deletes, true) => builder.build_v3_deletes(),
-            };
-            let partition_type = self.spec.partition_type(&self.schema)?;
-            for live in &kept {
-                manifest.add_existing_file(
-                    carried_over(live, self.spec.spec_id(), &partition_type)?,
-                    live.snapshot_id,
-                    live.sequence_number,
-                    Some(live.file_sequence_number),
-                )?;
+            if keep_loaded || !self.manifests.contains_key(&key) {
+                self.loaded.insert(key, next_live);
+            } else {
+                self.loaded.remove(&key);
             }
-            for gone in &deleted {
-                manifest.add_delete_file(
-                    carried_over(gone, self.spec.spec_id(), &partition_type)?,
-                    gone.sequence_number,
-                    Some(gone.file_sequence_number),
-                )?;
-            }
-            let mut next_live = kept;
-            for file in &adds {
-                manifest.add_file(file.clone(), sequence_number)?;
-                next_live.push(LiveFile {
-                    data_file: file.clone(),
-                    snapshot_id,
-                    sequence_number,
-                    file_sequence_number: sequence_number,
-                    first_row_id: None,
-                });
-            }
-            let written = manifest.write_manifest_file().await?;
-            writer.publish_from_staging(&location).await?;
-            crate::crash::point("glue-after-manifest");
-            self.manifests.insert(key, written.clone());
-            self.loaded.insert(key, next_live);
-            new_manifests.push(written);
         }
 
         // The manifest list: every bucket's newest manifest.
@@ -1211,8 +1313,7 @@ impl TableState {
             }
         }
 
-        self.total_files =
-            (self.total_files + plan.added.len() as u64).saturating_sub(deleted_counts.0);
+        self.total_files = (self.total_files + added_files as u64).saturating_sub(deleted_counts.0);
         self.total_records = (self.total_records + added_records).saturating_sub(deleted_counts.1);
         self.total_delete_files =
             (self.total_delete_files + added_delete_files).saturating_sub(retired_delete_files);
@@ -1237,7 +1338,7 @@ impl TableState {
                     DELTA_COMMIT_TIMESTAMP.to_string(),
                     plan.commit_timestamp_ms.to_string(),
                 ),
-                ("added-data-files".to_string(), plan.added.len().to_string()),
+                ("added-data-files".to_string(), added_files.to_string()),
                 ("deleted-data-files".to_string(), removed_files.to_string()),
                 ("added-records".to_string(), added_records.to_string()),
                 ("deleted-records".to_string(), removed_records.to_string()),
@@ -1311,7 +1412,7 @@ impl TableState {
             snapshot_id,
             delta_version: plan.delta_version,
             operation: plan.operation.as_str().to_string(),
-            added_files: plan.added.len(),
+            added_files,
             removed_files: removed_files as usize,
         })
     }
