@@ -195,7 +195,7 @@ def sync(binary: str, root: Path, table: str, limit_gb: float, metadata: Path) -
         done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "glue-sync", "--table-uri",
                                str(root), "--glue-database", DATABASE, "--glue-table", table,
                                "--metadata-uri", str(metadata)],
-                              capture_output=True, text=True, preexec_fn=limit)
+                              capture_output=True, text=True, preexec_fn=limit if limit_gb > 0 else None)
         seconds = time.perf_counter() - started
         text = Path(rss.name).read_text().split()
         peak_mb = int(text[-1]) / 1024 if text and text[-1].isdigit() else None
