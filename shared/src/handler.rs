@@ -17,7 +17,9 @@ use crate::mirror::plan::parse_format_version;
 use crate::storage::IoCounters;
 use crate::sync::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
 use crate::target::{NameFrom, allowed_names};
-use crate::trigger::{Delivery, LambdaInput, TableTrigger, batch_response, table_triggers};
+use crate::trigger::{
+    Delivery, FanOutStep, LambdaInput, TableTrigger, batch_response, table_triggers,
+};
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use iceberg::spec::FormatVersion;
 
@@ -103,6 +105,12 @@ pub enum GlueSyncResponse {
     },
     /// To the scheduled verify: one line per mirror.
     Verified { verified: Vec<Verified> },
+    /// To a fan-out plan step: the plan every part and the finishing step take.
+    FanOutPlanned(crate::fanout::FanOutPlan),
+    /// To a fan-out part.
+    FanOutPart(crate::mirror::writer::PartWritten),
+    /// To the finishing step of a fan-out.
+    FanOutFinished(SyncReport),
 }
 
 /// One mirror's outcome in the scheduled verify.
@@ -168,6 +176,9 @@ impl GlueSyncFunction {
         let deadline = deadline.filter(|d| *d > SystemTime::now());
         if event.is_verify_tick() {
             return self.verify_mirrors(deadline).await;
+        }
+        if let Some(step) = event.fan_out_step() {
+            return self.fan_out(step.map_err(Error::InvalidInput)?).await;
         }
         let deliveries = event.deliveries();
         let is_sqs = event.is_sqs();
@@ -253,6 +264,78 @@ impl GlueSyncFunction {
         match first_error {
             Some(e) => Err(e),
             None => Ok(GlueSyncResponse::Synced { synced, parked }),
+        }
+    }
+
+    /// One step of a fanned-out bootstrap (the `FanOutBootstrap` state machine), for a
+    /// table under `TABLE_PREFIXES` mirrored into this function's database (or one
+    /// `ALLOWED_GLUE_DATABASES` lets a table choose).
+    async fn fan_out(&self, step: FanOutStep) -> Result<GlueSyncResponse> {
+        let counters = Arc::new(IoCounters::default());
+        let refused = |table_uri: &str| {
+            Error::InvalidInput(format!(
+                "{table_uri} is not under TABLE_PREFIXES ({}): this function does not mirror it",
+                self.config.table_prefixes.join(",")
+            ))
+        };
+        let allowed = |uri: &str| {
+            self.config.table_prefixes.is_empty()
+                || self
+                    .config
+                    .table_prefixes
+                    .iter()
+                    .any(|p| crate::trigger::under_prefix(uri, p))
+        };
+        let checked = |plan: &crate::fanout::FanOutPlan| -> Result<()> {
+            if !allowed(&plan.table_uri) {
+                return Err(refused(&plan.table_uri));
+            }
+            let database_allowed = plan.database == self.config.database
+                || self
+                    .config
+                    .allowed_databases
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(&plan.database));
+            if !database_allowed {
+                return Err(Error::InvalidInput(format!(
+                    "the fan-out plan names Glue database {}, which this function may not write (GLUE_DATABASE={}, ALLOWED_GLUE_DATABASES)",
+                    plan.database, self.config.database
+                )));
+            }
+            Ok(())
+        };
+        match step {
+            FanOutStep::FanOutPlan { table_uri, parts } => {
+                if !allowed(&table_uri) {
+                    return Err(refused(&table_uri));
+                }
+                let request = GlueSyncRequest {
+                    table_uri,
+                    database: self.config.database.clone(),
+                    table: None,
+                    metadata_uri: None,
+                    to_version: None,
+                    known_version: None,
+                    format_version: self.config.format_version,
+                    on_missing_source: self.config.on_missing_source,
+                    allowed_databases: self.config.allowed_databases.clone(),
+                    name_from: self.config.name_from,
+                };
+                let plan = crate::fanout::plan(&request, parts, counters).await?;
+                tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
+                Ok(GlueSyncResponse::FanOutPlanned(plan))
+            }
+            FanOutStep::FanOutPart { plan, part } => {
+                checked(&plan)?;
+                let written = crate::fanout::run_part(&plan, part, counters).await?;
+                Ok(GlueSyncResponse::FanOutPart(written))
+            }
+            FanOutStep::FanOutFinish { plan } => {
+                checked(&plan)?;
+                let report = crate::fanout::finish(&self.glue, &plan, counters).await?;
+                tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", report.database, report.table), action = ?report.action, delta_version = ?report.delta_version, added_files = report.added_files, "finished a fanned-out bootstrap");
+                Ok(GlueSyncResponse::FanOutFinished(report))
+            }
         }
     }
 

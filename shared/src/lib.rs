@@ -21,6 +21,7 @@ pub mod dead_letter;
 pub mod delta;
 pub mod discover;
 pub mod error;
+pub mod fanout;
 pub mod glue;
 pub mod handler;
 pub mod lakebase;

@@ -227,11 +227,76 @@ enum Command {
         #[command(flatten)]
         unity: UnityArgs,
     },
+    /// Bootstrap one very large mirror in parts that run in parallel (processes here, a
+    /// Step Functions Distributed Map in AWS): `plan` fixes the Delta version, the Glue
+    /// table and the bucket layout and prints the plan as JSON; each `part` (any order, on
+    /// any machine, again after a failure) writes the manifests of its buckets; `finish`
+    /// commits one snapshot of all of them to Glue, as a new history (like a rebuild).
+    ///
+    ///   lakemirror fan-out plan --table-uri s3://lake/t --glue-database db --parts 8 > plan.json
+    ///   for p in $(seq 0 7); do lakemirror fan-out part --plan plan.json --part $p & done; wait
+    ///   lakemirror fan-out finish --plan plan.json
+    FanOut {
+        #[command(subcommand)]
+        step: FanOutStep,
+    },
     /// Run a Lambda function's handler in this process on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
     Invoke {
         #[command(subcommand)]
         function: Function,
+    },
+}
+
+#[derive(Subcommand)]
+enum FanOutStep {
+    /// Fix what the parts share and print it as JSON (the input of `part` and `finish`).
+    /// Reads the whole Delta log once, holding no file.
+    Plan {
+        /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
+        #[arg(long, env = "TABLE_URI")]
+        table_uri: String,
+        /// How many parts (at most one per bucket of 1,000 files; fewer are used when the
+        /// table has fewer buckets).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        parts: u32,
+        /// Glue database that receives the Iceberg table (must exist), as in glue-sync.
+        #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
+        glue_database: String,
+        /// Glue table name, as in glue-sync.
+        #[arg(long, visible_alias = "table", env = "GLUE_TABLE")]
+        glue_table: Option<String>,
+        /// Where Iceberg metadata files go, as in glue-sync.
+        #[arg(long, env = "METADATA_URI")]
+        metadata_uri: Option<String>,
+        /// Bootstrap this Delta version instead of the newest.
+        #[arg(long)]
+        to_version: Option<i64>,
+        /// Iceberg format version of the new mirror, as in glue-sync.
+        #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
+        iceberg_format_version: String,
+        /// As in glue-sync.
+        #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
+        allowed_glue_databases: Option<String>,
+        /// As in glue-sync.
+        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+        table_name_from_path: String,
+    },
+    /// Write the manifests of one part's buckets. Prints what it wrote as JSON.
+    Part {
+        /// The JSON `fan-out plan` printed.
+        #[arg(long)]
+        plan: std::path::PathBuf,
+        /// Which part, from 0 to parts - 1.
+        #[arg(long)]
+        part: u32,
+    },
+    /// Commit one snapshot of every part's manifests to Glue (fails, naming the part, when a
+    /// part has not finished). Prints the sync report as JSON.
+    Finish {
+        /// The JSON `fan-out plan` printed.
+        #[arg(long)]
+        plan: std::path::PathBuf,
     },
 }
 
@@ -435,6 +500,7 @@ async fn main() -> ExitCode {
             };
             return run_verify(&request).await;
         }
+        Command::FanOut { step } => run_fan_out(step).await,
         Command::Status {
             glue_database,
             table_prefixes,
@@ -650,6 +716,68 @@ async fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// One step of a fanned-out bootstrap.
+async fn run_fan_out(step: FanOutStep) -> lakemirror::Result<String> {
+    use lakemirror::fanout;
+    let counters = Arc::new(IoCounters::default());
+    let read_plan = |path: &std::path::Path| -> lakemirror::Result<fanout::FanOutPlan> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            lakemirror::Error::InvalidInput(format!("--plan {}: {e}", path.display()))
+        })?;
+        serde_json::from_str(text.trim()).map_err(|e| {
+            lakemirror::Error::InvalidInput(format!(
+                "--plan {}: not a plan `lakemirror fan-out plan` printed: {e}",
+                path.display()
+            ))
+        })
+    };
+    match step {
+        FanOutStep::Plan {
+            table_uri,
+            parts,
+            glue_database,
+            glue_table,
+            metadata_uri,
+            to_version,
+            iceberg_format_version,
+            allowed_glue_databases,
+            table_name_from_path,
+        } => {
+            let (allowed_databases, name_from) =
+                naming(allowed_glue_databases.as_deref(), &table_name_from_path)?;
+            let request = GlueSyncRequest {
+                table_uri,
+                database: glue_database,
+                table: glue_table,
+                metadata_uri,
+                to_version,
+                known_version: None,
+                format_version: format_version(&iceberg_format_version),
+                on_missing_source: OnMissingSource::default(),
+                allowed_databases,
+                name_from,
+            };
+            let plan = fanout::plan(&request, parts, counters).await?;
+            eprintln!(
+                "{}.{}: Delta version {}, {} files in {} buckets, {} parts",
+                plan.database, plan.table, plan.delta_version, plan.files, plan.buckets, plan.parts
+            );
+            Ok(serde_json::to_string(&plan)?)
+        }
+        FanOutStep::Part { plan, part } => {
+            let plan = read_plan(&plan)?;
+            let written = fanout::run_part(&plan, part, counters).await?;
+            Ok(serde_json::to_string(&written)?)
+        }
+        FanOutStep::Finish { plan } => {
+            let plan = read_plan(&plan)?;
+            let glue = GlueCatalog::from_env(counters.clone()).await;
+            let report = fanout::finish(&glue, &plan, counters).await?;
+            Ok(serde_json::to_string(&report)?)
         }
     }
 }

@@ -50,7 +50,7 @@ pub struct TargetDefaults {
 }
 
 /// Which rule named a mirror (in the sync report).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NamedBy {
     /// `--glue-table` / `GLUE_TABLE`.

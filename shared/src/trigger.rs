@@ -61,6 +61,19 @@ impl LambdaInput {
         matches!(self, LambdaInput::Other(v) if v.get("lakemirror").and_then(Value::as_str) == Some("verify"))
     }
 
+    /// A step of a fanned-out bootstrap, as the Step Functions state machine sends it:
+    /// `{"lakemirror": "fan-out-plan" | "fan-out-part" | "fan-out-finish", ...}`.
+    pub fn fan_out_step(&self) -> Option<Result<FanOutStep, String>> {
+        let LambdaInput::Other(value) = self else {
+            return None;
+        };
+        let step = value.get("lakemirror").and_then(Value::as_str)?;
+        step.starts_with("fan-out-").then(|| {
+            serde_json::from_value(value.clone())
+                .map_err(|e| format!("{step}: not a fan-out step this function knows: {e}"))
+        })
+    }
+
     pub fn is_sqs(&self) -> bool {
         matches!(self, LambdaInput::Sqs(_))
     }
@@ -263,6 +276,21 @@ fn from_body(body: &str) -> Result<Vec<CommitObject>, String> {
     }
 }
 
+/// A step of a fanned-out bootstrap (see [`crate::fanout`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "lakemirror", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum FanOutStep {
+    /// Plan the bootstrap of `table_uri` in (at most) `parts` parts.
+    FanOutPlan { table_uri: String, parts: u32 },
+    /// Write part `part` of `plan`.
+    FanOutPart {
+        plan: crate::fanout::FanOutPlan,
+        part: u32,
+    },
+    /// Commit every part of `plan`.
+    FanOutFinish { plan: crate::fanout::FanOutPlan },
+}
+
 /// `TABLE_PREFIXES` (comma-separated `s3://bucket/prefix` roots) as a list; unset or empty
 /// means every table.
 pub fn table_prefixes(value: Option<&str>) -> Vec<String> {
@@ -370,6 +398,30 @@ mod tests {
             ("lake", "warehouse/my orders", 3)
         );
         assert_eq!(c.event_time_ms, Some(1_764_500_000_000));
+    }
+
+    #[test]
+    fn fan_out_steps_are_told_apart_and_checked() {
+        let plan = fixture("fan-out-plan.json")
+            .fan_out_step()
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(plan, FanOutStep::FanOutPlan { parts: 16, ref table_uri } if table_uri == "s3://my-lake/warehouse/orders")
+        );
+        assert!(fixture("verify.json").fan_out_step().is_none());
+        assert!(fixture("sqs-s3-notification.json").fan_out_step().is_none());
+        let unknown = LambdaInput::from_json(r#"{"lakemirror": "fan-out-everything"}"#).unwrap();
+        let error = unknown.fan_out_step().unwrap().unwrap_err();
+        assert!(error.contains("fan-out-everything"), "{error}");
+        let extra = LambdaInput::from_json(
+            r#"{"lakemirror": "fan-out-plan", "table_uri": "s3://b/t", "parts": 2, "part": 1}"#,
+        )
+        .unwrap();
+        assert!(
+            extra.fan_out_step().unwrap().is_err(),
+            "unknown fields are refused"
+        );
     }
 
     #[test]

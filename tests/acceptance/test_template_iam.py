@@ -236,3 +236,34 @@ def test_the_readme_sam_local_invoke_command_names_the_files_and_the_architectur
         assert f"sam local invoke {logical_id} --env-vars functions/{folder}/events/env.json" in readme
     assert "--parameter-overrides Architecture=x86_64" in readme
     assert "amzn-s3-demo-bucket" in readme
+
+
+def test_the_fan_out_state_machine_runs_the_glue_sync_function_steps_and_may_do_nothing_else():
+    """Each step sends the glue-sync function an input its handler knows
+    (`FanOutStep` in shared/src/trigger.rs); the machine may invoke only that function and
+    run only its own Distributed Map children."""
+    machine = template()["Resources"]["FanOutBootstrap"]["Properties"]
+    states = machine["Definition"]["States"]
+    part = states["Parts"]["ItemProcessor"]["States"]["Part"]
+    steps = {name: state["Parameters"]["Payload"]
+             for name, state in [("Plan", states["Plan"]), ("Part", part), ("Finish", states["Finish"])]}
+    assert {name: payload["lakemirror"] for name, payload in steps.items()} == {
+        "Plan": "fan-out-plan", "Part": "fan-out-part", "Finish": "fan-out-finish"}
+    assert set(steps["Plan"]) == {"lakemirror", "table_uri.$", "parts.$"}
+    assert set(steps["Part"]) == {"lakemirror", "plan.$", "part.$"}
+    assert set(steps["Finish"]) == {"lakemirror", "plan.$"}
+    trigger = (TEMPLATE.parent / "shared/src/trigger.rs").read_text()
+    for kind in ("FanOutPlan { table_uri: String, parts: u32 }", "plan: crate::fanout::FanOutPlan,\n        part: u32,",
+                 "FanOutFinish { plan: crate::fanout::FanOutPlan }"):
+        assert kind in trigger, f"the handler no longer takes {kind!r}"
+    assert states["Parts"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert states["Parts"]["ItemsPath"] == "$.plan.part_numbers"
+    for state in (states["Plan"], part, states["Finish"]):
+        assert state["Parameters"]["FunctionName"] == "${GlueSyncFunctionArn}"
+    assert machine["DefinitionSubstitutions"] == {"GlueSyncFunctionArn": {"!GetAtt": "GlueSyncFunction.Arn"}}
+    policies = machine["Policies"]
+    assert policies[0] == {"LambdaInvokePolicy": {"FunctionName": {"!Ref": "GlueSyncFunction"}}}
+    actions = {a for s in policies[1]["Statement"] for a in as_list(s["Action"])}
+    assert actions == {"states:StartExecution", "states:DescribeExecution", "states:StopExecution"}
+    for statement in policies[1]["Statement"]:
+        assert "fan-out-bootstrap" in resource_text(statement["Resource"])

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::actions::{ActionLine, DeltaCommit, Metadata, Protocol};
-use super::replay::ActiveFileSet;
+use super::replay::{ActiveFileSet, FileFilter};
 use crate::error::{Error, Result};
 use crate::storage::TableStorage;
 
@@ -304,14 +304,28 @@ impl DeltaLog {
     /// Rebuilds the table at `target` (newest when None) from the newest complete
     /// checkpoint at or before it plus the JSON commits after that checkpoint.
     pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
-        self.rebuild(target, Reading::Everything).await
+        self.rebuild(target, Reading::Everything, ActiveFileSet::default())
+            .await
+    }
+
+    /// [`Self::snapshot`] holding only the data files `filter` keeps (one part of a
+    /// fanned-out bootstrap): the others are let go as they are read.
+    pub async fn snapshot_of(
+        &self,
+        target: Option<i64>,
+        filter: FileFilter,
+    ) -> Result<DeltaSnapshot> {
+        self.rebuild(target, Reading::Everything, ActiveFileSet::filtered(filter))
+            .await
     }
 
     /// The newest version's metaData and protocol, without its files: of a Parquet
     /// checkpoint only the footer and those two columns are read (ranged requests), so the
     /// cost does not grow with the number of files in the table.
     pub async fn definition(&self) -> Result<TableDefinition> {
-        let snapshot = self.rebuild(None, Reading::Definition).await?;
+        let snapshot = self
+            .rebuild(None, Reading::Definition, ActiveFileSet::default())
+            .await?;
         match (snapshot.active.metadata, snapshot.active.protocol) {
             (Some(metadata), Some(protocol)) => Ok(TableDefinition {
                 version: snapshot.version,
@@ -322,7 +336,12 @@ impl DeltaLog {
         }
     }
 
-    async fn rebuild(&self, target: Option<i64>, reading: Reading) -> Result<DeltaSnapshot> {
+    async fn rebuild(
+        &self,
+        target: Option<i64>,
+        reading: Reading,
+        mut active: ActiveFileSet,
+    ) -> Result<DeltaSnapshot> {
         // `_last_checkpoint` is a hint that lets us list only the tail of the log.
         let hint = match target {
             None => self.last_checkpoint_version().await?,
@@ -376,7 +395,6 @@ impl DeltaLog {
         }
 
         let checkpoint = newest_complete_checkpoint(&listed, version);
-        let mut active = ActiveFileSet::default();
         let start = match &checkpoint {
             Some((cp_version, parts)) => {
                 let started = std::time::Instant::now();
@@ -516,9 +534,7 @@ impl DeltaLog {
         // Applies one action; answers the sidecar it names.
         let mut apply = |line: ActionLine| -> Option<String> {
             if let Some(add) = line.add {
-                active
-                    .files
-                    .insert(super::replay::decode_path(&add.path), add);
+                active.add(add);
             }
             if let Some(m) = line.meta_data {
                 active.metadata = Some(m);

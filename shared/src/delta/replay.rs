@@ -2,8 +2,31 @@
 //! Pure: no IO.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::actions::{Add, DeltaCommit, Metadata, Protocol};
+
+/// Which data files a replay keeps, by their `add.path` as the log writes it: one part of a
+/// fanned-out bootstrap keeps the files of its buckets and lets the others go as they are
+/// read, so no part holds the whole table.
+#[derive(Clone)]
+pub struct FileFilter(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl FileFilter {
+    pub fn new(keep: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(keep))
+    }
+
+    pub fn keeps(&self, path: &str) -> bool {
+        (self.0)(path)
+    }
+}
+
+impl std::fmt::Debug for FileFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FileFilter")
+    }
+}
 
 /// The data files of a Delta table at one version, keyed by decoded path, with the table's
 /// metadata and protocol at that version.
@@ -15,16 +38,33 @@ pub struct ActiveFileSet {
     /// Metadata the replayed commits replaced, oldest first: the schemas older files may
     /// have been written with.
     pub earlier_metadata: Vec<Metadata>,
+    /// Files the filter lets go are never held (None: every file).
+    pub filter: Option<FileFilter>,
 }
 
 impl ActiveFileSet {
+    /// An empty set that keeps only the files `filter` keeps.
+    pub fn filtered(filter: FileFilter) -> Self {
+        Self {
+            filter: Some(filter),
+            ..Self::default()
+        }
+    }
+
+    /// Adds (or replaces) one file, unless the filter lets it go.
+    pub fn add(&mut self, add: Add) {
+        if self.filter.as_ref().is_none_or(|f| f.keeps(&add.path)) {
+            self.files.insert(decode_path(&add.path), add);
+        }
+    }
+
     /// Applies one commit: removes cancel adds, a later add of the same path replaces it.
     pub fn apply(&mut self, commit: &DeltaCommit) {
         for remove in &commit.removes {
             self.files.remove(&decode_path(&remove.path));
         }
         for add in &commit.adds {
-            self.files.insert(decode_path(&add.path), add.clone());
+            self.add(add.clone());
         }
         if let Some(m) = &commit.metadata
             && let Some(replaced) = self.metadata.replace(m.clone())
@@ -75,6 +115,23 @@ mod tests {
         set.apply(&commit(2, &remove("c d")));
         let paths: Vec<_> = set.files.keys().cloned().collect();
         assert_eq!(paths, vec!["e", "x=A%2FA/b"]);
+    }
+
+    #[test]
+    fn a_filtered_set_holds_only_the_files_its_filter_keeps() {
+        // The filter sees the path as the log writes it (here still encoded).
+        let mut set = ActiveFileSet::filtered(FileFilter::new(|path| path.starts_with('k')));
+        set.apply(&commit(
+            0,
+            &[add("k1"), add("drop1"), add("k%202")].join("\n"),
+        ));
+        set.apply(&commit(
+            1,
+            &[remove("k1"), remove("drop1"), add("k3")].join("\n"),
+        ));
+        let paths: Vec<_> = set.files.keys().cloned().collect();
+        assert_eq!(paths, vec!["k 2", "k3"]);
+        assert!(set.metadata.is_none());
     }
 
     #[test]

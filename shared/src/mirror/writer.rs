@@ -445,6 +445,83 @@ impl MetadataWriter {
         })
     }
 
+    /// One part of a fanned-out bootstrap: writes the bucket manifests of `plan`'s files
+    /// (the files of the buckets `part` owns: the plan of a snapshot read through
+    /// [`FanOutPart::owns`]) and then a manifest list of them, last, so that its presence
+    /// means the part is complete. Run again, a part writes new manifests and a new list in
+    /// the same place.
+    pub async fn stage_part(
+        &self,
+        mut plan: SnapshotPlan,
+        part: &FanOutPart,
+    ) -> Result<PartWritten> {
+        if !plan.replace_all {
+            return Err(Error::InvalidInput(
+                "a fanned-out part writes a whole table, not a change".into(),
+            ));
+        }
+        let mut state = TableState::create(self, &mut plan)?;
+        let changed = state
+            .write_manifests(self, &mut plan, part.snapshot_id, Some(part))
+            .await?;
+        let location = self.part_list_location(part.snapshot_id, part.part, part.parts);
+        let output = self.staging.new_output(&location)?.writer().await?;
+        let mut list = ManifestListWriter::v2(output, part.snapshot_id, None, 1);
+        list.add_manifests(state.manifests.values().cloned())?;
+        list.close().await?;
+        crate::crash::point("fan-out-before-part-list");
+        self.publish_from_staging(&location).await?;
+        Ok(PartWritten {
+            part: part.part,
+            files: changed.added_files,
+            manifests: state.manifests.len(),
+            manifest_list: location,
+        })
+    }
+
+    /// The finishing step of a fanned-out bootstrap: a new table (a new history, as a
+    /// rebuild) whose one snapshot holds the manifests every part wrote. `plan` is the
+    /// plan of the same Delta version without files. Fails, naming the part, when a part
+    /// has not finished.
+    pub async fn stage_parts(
+        &self,
+        mut plan: SnapshotPlan,
+        snapshot_id: i64,
+        buckets: u32,
+        parts: u32,
+    ) -> Result<StagedTable> {
+        let mut manifests = Vec::new();
+        for part in 0..parts {
+            let location = self.part_list_location(snapshot_id, part, parts);
+            let Some(bytes) = self.metadata_store.get_if_exists(&location).await? else {
+                return Err(Error::InvalidInput(format!(
+                    "part {part} of {parts} has not finished ({location} is missing): run that part (again), then finish"
+                )));
+            };
+            manifests.extend(self.own_manifests(&bytes, FormatVersion::V2)?);
+        }
+        let mut state = TableState::create(self, &mut plan)?;
+        let changed = state
+            .take_parts(self, &mut plan, snapshot_id, buckets, manifests)
+            .await?;
+        let outcome = state
+            .commit_snapshot(self, &plan, snapshot_id, changed)
+            .await?;
+        let (table, expired_snapshots, expired_files) = state.finish(self).await?;
+        Ok(StagedTable {
+            table,
+            snapshots: vec![outcome],
+            expired_snapshots,
+            expired_files,
+        })
+    }
+
+    fn part_list_location(&self, snapshot_id: i64, part: u32, parts: u32) -> String {
+        self.metadata_location(&format!(
+            "fan-out-{snapshot_id}/part-{part}-of-{parts}.avro"
+        ))
+    }
+
     /// Deletes the files of expired snapshots. Best effort: a file left over is garbage,
     /// never a problem for readers.
     pub async fn delete_expired(&self, files: &[String]) {
@@ -781,6 +858,61 @@ async fn footer_record_count(store: &TableStorage, location: &str, size: u64) ->
         .map_err(|_| Error::InvalidInput(format!("{location}: negative row count in footer")))
 }
 
+/// One part of a bootstrap fanned out over several processes (or Step Functions tasks): the
+/// new table has `buckets` buckets, and part `part` of `parts` writes the manifests of the
+/// buckets `b` with `b % parts == part`. Every part names the same snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FanOutPart {
+    pub snapshot_id: i64,
+    pub buckets: u32,
+    pub part: u32,
+    pub parts: u32,
+}
+
+impl FanOutPart {
+    pub fn owns_bucket(&self, bucket: u32) -> bool {
+        bucket % self.parts.max(1) == self.part
+    }
+
+    /// Whether the data file at `location` (and its deletes) belongs to this part.
+    pub fn owns(&self, location: &str) -> bool {
+        self.owns_bucket(bucket_of(location, self.buckets))
+    }
+}
+
+/// How many buckets a new table of about `files` data files gets (the same rule a
+/// single-process bootstrap follows).
+pub fn bucket_count_for(files: u64) -> u32 {
+    buckets_for(usize::try_from(files).unwrap_or(usize::MAX))
+}
+
+/// What one part of a fanned-out bootstrap wrote.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PartWritten {
+    pub part: u32,
+    pub files: usize,
+    pub manifests: usize,
+    /// The manifest list of this part's manifests, which the finishing step reads.
+    pub manifest_list: String,
+}
+
+/// What writing one snapshot's manifests changed: files and records in and out.
+struct Changed {
+    added_files: usize,
+    added_records: u64,
+    removed_files: u64,
+    removed_records: u64,
+    /// Data files (and their records) deleted from the buckets rewritten.
+    deleted_counts: (u64, u64),
+    removed_delete_files: u64,
+    removed_position_deletes: u64,
+    retired_delete_files: u64,
+    retired_position_deletes: u64,
+    added_delete_files: u64,
+    added_position_deletes: u64,
+    manifests_written: usize,
+}
+
 /// FNV-1a: a hash that is the same on every machine and in every release.
 fn bucket_of(location: &str, buckets: u32) -> u32 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -1044,12 +1176,26 @@ impl TableState {
         writer: &MetadataWriter,
         mut plan: SnapshotPlan,
     ) -> Result<SnapshotOutcome> {
+        let snapshot_id = new_snapshot_id();
+        let changed = self
+            .write_manifests(writer, &mut plan, snapshot_id, None)
+            .await?;
+        self.commit_snapshot(writer, &plan, snapshot_id, changed)
+            .await
+    }
+
+    /// The table's properties and schema as `plan` states them.
+    async fn take_definition(
+        &mut self,
+        writer: &MetadataWriter,
+        plan: &mut SnapshotPlan,
+    ) -> Result<()> {
         writer.complete_record_counts(&mut plan.added).await?;
         if let Some(retention) = plan.deleted_file_retention_ms {
             self.properties
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
-        set_definition_properties(&mut self.properties, &mut plan)?;
+        set_definition_properties(&mut self.properties, plan)?;
         self.properties
             .insert(GC_ENABLED.to_string(), "false".to_string());
         if let Some(schema) = plan.schema.take() {
@@ -1086,7 +1232,19 @@ impl TableState {
             }
             self.schema = schema;
         }
-        let snapshot_id = new_snapshot_id();
+        Ok(())
+    }
+
+    /// Writes the bucket manifests `plan` changes (with `part`, only the buckets that part
+    /// owns, of a table replaced in `part.buckets` buckets) and answers what changed.
+    async fn write_manifests(
+        &mut self,
+        writer: &MetadataWriter,
+        plan: &mut SnapshotPlan,
+        snapshot_id: i64,
+        part: Option<&FanOutPart>,
+    ) -> Result<Changed> {
+        self.take_definition(writer, plan).await?;
         let sequence_number = self.last_sequence_number + 1;
         let added_records: u64 = plan.added.iter().filter_map(|f| f.record_count).sum();
         let added_files = plan.added.len();
@@ -1101,10 +1259,11 @@ impl TableState {
         let (mut removed_delete_files, mut removed_position_deletes) = (0u64, 0u64);
         let (mut retired_delete_files, mut retired_position_deletes) = (0u64, 0u64);
         if plan.replace_all {
-            let count = buckets_for(plan.added.len());
+            let count = part.map_or_else(|| buckets_for(plan.added.len()), |p| p.buckets);
             self.bucket_count = count;
             self.manifests.clear();
             self.loaded = (0..count)
+                .filter(|b| part.is_none_or(|p| p.owns_bucket(*b)))
                 .flat_map(|b| {
                     [
                         ((Content::Data, b), Vec::new()),
@@ -1255,6 +1414,112 @@ impl TableState {
                 self.loaded.remove(&key);
             }
         }
+        Ok(Changed {
+            added_files,
+            added_records,
+            removed_files,
+            removed_records,
+            deleted_counts,
+            removed_delete_files,
+            removed_position_deletes,
+            retired_delete_files,
+            retired_position_deletes,
+            added_delete_files,
+            added_position_deletes,
+            manifests_written: new_manifests.len(),
+        })
+    }
+
+    /// Takes the manifests the parts of a fanned-out bootstrap wrote as the buckets of a
+    /// table replaced in `buckets` buckets.
+    async fn take_parts(
+        &mut self,
+        writer: &MetadataWriter,
+        plan: &mut SnapshotPlan,
+        snapshot_id: i64,
+        buckets: u32,
+        manifests: Vec<ManifestFile>,
+    ) -> Result<Changed> {
+        self.take_definition(writer, plan).await?;
+        self.bucket_count = buckets;
+        self.manifests.clear();
+        self.loaded.clear();
+        let mut changed = Changed {
+            added_files: 0,
+            added_records: 0,
+            removed_files: std::mem::take(&mut self.total_files),
+            removed_records: std::mem::take(&mut self.total_records),
+            deleted_counts: (0, 0),
+            removed_delete_files: std::mem::take(&mut self.total_delete_files),
+            removed_position_deletes: std::mem::take(&mut self.total_position_deletes),
+            retired_delete_files: 0,
+            retired_position_deletes: 0,
+            added_delete_files: 0,
+            added_position_deletes: 0,
+            manifests_written: manifests.len(),
+        };
+        for mut manifest in manifests {
+            let content = match manifest.content {
+                ManifestContentType::Deletes => Content::Deletes,
+                ManifestContentType::Data => Content::Data,
+            };
+            let bucket = bucket_of_manifest(&manifest.manifest_path, content)
+                .filter(|b| *b < buckets && manifest.added_snapshot_id == snapshot_id)
+                .ok_or_else(|| {
+                    Error::CatalogState(format!(
+                        "{} is not a manifest of this fan-out (snapshot {snapshot_id}, {buckets} buckets): plan the fan-out again",
+                        manifest.manifest_path
+                    ))
+                })?;
+            let files = u64::from(manifest.added_files_count.unwrap_or(0));
+            let rows = manifest.added_rows_count.unwrap_or(0);
+            match content {
+                Content::Data => {
+                    changed.added_files += files as usize;
+                    changed.added_records += rows;
+                }
+                Content::Deletes => {
+                    changed.added_delete_files += files;
+                    changed.added_position_deletes += rows;
+                }
+            }
+            // The list written here gives them this snapshot's sequence number.
+            manifest.sequence_number = iceberg::spec::UNASSIGNED_SEQUENCE_NUMBER;
+            manifest.min_sequence_number = iceberg::spec::UNASSIGNED_SEQUENCE_NUMBER;
+            manifest.first_row_id = None;
+            if let Some(other) = self.manifests.insert((content, bucket), manifest) {
+                return Err(Error::CatalogState(format!(
+                    "two parts wrote bucket {bucket} ({} and another): plan the fan-out again",
+                    other.manifest_path
+                )));
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Writes the manifest list of every bucket's newest manifest and adds the snapshot.
+    async fn commit_snapshot(
+        &mut self,
+        writer: &MetadataWriter,
+        plan: &SnapshotPlan,
+        snapshot_id: i64,
+        changed: Changed,
+    ) -> Result<SnapshotOutcome> {
+        let Changed {
+            added_files,
+            added_records,
+            mut removed_files,
+            mut removed_records,
+            deleted_counts,
+            mut removed_delete_files,
+            mut removed_position_deletes,
+            retired_delete_files,
+            retired_position_deletes,
+            added_delete_files,
+            added_position_deletes,
+            manifests_written,
+        } = changed;
+        let sequence_number = self.last_sequence_number + 1;
 
         // The manifest list: every bucket's newest manifest.
         let list_location =
@@ -1371,7 +1636,7 @@ impl TableState {
                 ("total-equality-deletes".to_string(), "0".to_string()),
                 (
                     "lakemirror.manifests-written".to_string(),
-                    new_manifests.len().to_string(),
+                    manifests_written.to_string(),
                 ),
             ]),
         };
@@ -1804,7 +2069,7 @@ fn data_file(file: &PlannedFile, spec_id: i32) -> Result<DataFile> {
 }
 
 /// A random positive snapshot ID.
-fn new_snapshot_id() -> i64 {
+pub fn new_snapshot_id() -> i64 {
     let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
     ((high ^ low) & (i64::MAX as u64)) as i64
 }

@@ -1,0 +1,315 @@
+//! A bootstrap fanned out over several workers, for tables one process cannot mirror in
+//! time or memory: `plan` fixes the Delta version, the snapshot ID and the bucket layout;
+//! each `part` reads the log keeping only the files of its buckets and writes their
+//! manifests (parts run anywhere, in any order, again after a failure); `finish` joins the
+//! parts' manifests into one snapshot of a new table (a new history, as a rebuild) and
+//! commits it to Glue with the usual compare-and-swap. Step Functions runs the parts as a
+//! Distributed Map (`template.yaml`), the CLI as parallel processes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use iceberg::spec::FormatVersion;
+use serde::{Deserialize, Serialize};
+
+use crate::delta::{DeltaLog, DeltaSnapshot, FileFilter};
+use crate::error::{Error, Result};
+use crate::glue::GlueCatalog;
+use crate::mirror::plan::data_file_location;
+use crate::mirror::writer::{FanOutPart, PartWritten, bucket_count_for, new_snapshot_id};
+use crate::mirror::{MetadataWriter, plan_full_taking};
+use crate::storage::{IoCounters, TableStorage};
+use crate::sync::{
+    GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, mirror_stores, target_defaults,
+};
+use crate::target::{NamedBy, TargetProperties};
+
+/// What every step of one fan-out shares (the plan step's answer, the parts' and the
+/// finishing step's input).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanOutPlan {
+    pub table_uri: String,
+    pub metadata_uri: Option<String>,
+    pub database: String,
+    pub table: String,
+    pub named_by: NamedBy,
+    pub delta_version: i64,
+    /// The Iceberg format version of the new table: 2 or 3.
+    pub format_version: u8,
+    pub snapshot_id: i64,
+    /// Data files at that version (counted from the log's adds: an upper bound when commits
+    /// after the checkpoint remove files); they decide the bucket count.
+    pub files: u64,
+    pub buckets: u32,
+    pub parts: u32,
+    /// `0..parts`: the items a Step Functions Map iterates over.
+    pub part_numbers: Vec<u32>,
+}
+
+impl FanOutPlan {
+    fn part(&self, part: u32) -> Result<FanOutPart> {
+        if part >= self.parts {
+            return Err(Error::InvalidInput(format!(
+                "part {part} does not exist: this fan-out has parts 0 to {}",
+                self.parts.saturating_sub(1)
+            )));
+        }
+        Ok(FanOutPart {
+            snapshot_id: self.snapshot_id,
+            buckets: self.buckets,
+            part,
+            parts: self.parts,
+        })
+    }
+
+    fn format_version(&self) -> FormatVersion {
+        match self.format_version {
+            3 => FormatVersion::V3,
+            _ => FormatVersion::V2,
+        }
+    }
+
+    fn stores(&self, counters: &Arc<IoCounters>) -> Result<(TableStorage, TableStorage)> {
+        mirror_stores(&self.table_uri, self.metadata_uri.as_deref(), counters)
+    }
+}
+
+/// Fixes what the parts share: the Delta version (the newest, or `request.to_version`), the
+/// Glue table, the snapshot ID and the bucket layout. Reads the whole log once, holding no
+/// file. `parts` is capped at the number of buckets.
+pub async fn plan(
+    request: &GlueSyncRequest,
+    parts: u32,
+    counters: Arc<IoCounters>,
+) -> Result<FanOutPlan> {
+    if parts == 0 {
+        return Err(Error::InvalidInput(
+            "a fan-out needs at least one part".into(),
+        ));
+    }
+    let (data, _) = mirror_stores(
+        &request.table_uri,
+        request.metadata_uri.as_deref(),
+        &counters,
+    )?;
+    let files = Arc::new(AtomicU64::new(0));
+    let counted = files.clone();
+    let count_only = FileFilter::new(move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        false
+    });
+    let snapshot = DeltaLog::new(data.clone())
+        .snapshot_of(request.to_version, count_only)
+        .await?;
+    let files = files.load(Ordering::Relaxed);
+    let (target, named_by) =
+        target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
+    let delta_version = snapshot.version;
+    let empty = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let format_version = match empty.format_version.unwrap_or(request.format_version) {
+        FormatVersion::V3 => 3,
+        _ => 2,
+    };
+    let buckets = bucket_count_for(files);
+    let parts = parts.min(buckets);
+    Ok(FanOutPlan {
+        table_uri: data.root_uri().to_string(),
+        metadata_uri: request.metadata_uri.clone(),
+        database: target.database,
+        table: target.table,
+        named_by,
+        delta_version,
+        format_version,
+        snapshot_id: new_snapshot_id(),
+        files,
+        buckets,
+        parts,
+        part_numbers: (0..parts).collect(),
+    })
+}
+
+/// One part: reads the log at the plan's version keeping only the files of this part's
+/// buckets, and writes their manifests and the part's manifest list.
+pub async fn run_part(
+    plan: &FanOutPlan,
+    part: u32,
+    counters: Arc<IoCounters>,
+) -> Result<PartWritten> {
+    let part = plan.part(part)?;
+    let (data, metadata_store) = plan.stores(&counters)?;
+    let root = data.root_uri().to_string();
+    let owned = FileFilter::new(move |path| {
+        // A path the plan refuses is kept, so that the plan reports it.
+        data_file_location(&root, path).map_or(true, |location| part.owns(&location))
+    });
+    let snapshot = read_version(&data, plan, owned).await?;
+    let planned = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let writer =
+        MetadataWriter::new(metadata_store, data).with_format_version(plan.format_version());
+    let written = writer.stage_part(planned, &part).await?;
+    tracing::info!(
+        table = %plan.table_uri,
+        part = part.part,
+        of = part.parts,
+        files = written.files,
+        manifests = written.manifests,
+        "wrote a part of the fan-out"
+    );
+    Ok(written)
+}
+
+/// The finishing step: one snapshot of every part's manifests, committed to Glue as a new
+/// history. A mirror already at a newer Delta version, or already at this fan-out, is left
+/// as it is.
+pub async fn finish(
+    glue: &GlueCatalog,
+    plan: &FanOutPlan,
+    counters: Arc<IoCounters>,
+) -> Result<SyncReport> {
+    let started = Instant::now();
+    let glue = &glue.counting_in(counters.clone());
+    let (data, metadata_store) = plan.stores(&counters)?;
+    let snapshot = read_version(&data, plan, FileFilter::new(|_| false)).await?;
+    let definition = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
+        .with_format_version(plan.format_version());
+    let staged = writer
+        .stage_parts(definition, plan.snapshot_id, plan.buckets, plan.parts)
+        .await?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let read = glue
+            .load(
+                &plan.database,
+                &plan.table,
+                data.root_uri(),
+                &metadata_store,
+            )
+            .await?;
+        let current = read.current.as_ref();
+        let mut report = SyncReport {
+            action: SyncAction::Unchanged,
+            reason: None,
+            database: plan.database.clone(),
+            table: plan.table.clone(),
+            named_by: plan.named_by,
+            delta_version: current.and_then(|c| c.delta_version()),
+            snapshot_id: current.and_then(|c| c.metadata.current_snapshot_id()),
+            snapshots_committed: 0,
+            added_files: 0,
+            removed_files: 0,
+            expired_snapshots: 0,
+            metadata_location: current.map(|c| c.metadata_location.clone()),
+            omitted_columns: Vec::new(),
+            attempts: attempt,
+            elapsed_ms: 0,
+            io: Default::default(),
+            snapshots: Vec::new(),
+        };
+        let done = current.is_some_and(|c| {
+            c.metadata.current_snapshot_id() == Some(plan.snapshot_id)
+                || c.delta_version().is_some_and(|v| v > plan.delta_version)
+        });
+        if done {
+            report.reason = Some(format!(
+                "the mirror is already at Delta version {} (this fan-out: {}); left as it is",
+                report.delta_version.unwrap_or_default(),
+                plan.delta_version
+            ));
+        } else {
+            match glue.commit(&read, &staged.table).await {
+                Ok(()) => {}
+                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                    tracing::warn!(%table, attempt, "another writer committed first; loading the table again");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            report.action = match current {
+                Some(_) => SyncAction::Rebuilt,
+                None => SyncAction::Created,
+            };
+            report.reason = Some(format!("bootstrapped in {} parts", plan.parts));
+            report.delta_version = Some(plan.delta_version);
+            report.snapshot_id = Some(plan.snapshot_id);
+            report.snapshots_committed = staged.snapshots.len();
+            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
+            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.omitted_columns = staged.table.omitted_columns();
+            report.snapshots = staged.snapshots.clone();
+        }
+        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report.io = counters.totals();
+        return Ok(report);
+    }
+}
+
+async fn read_version(
+    data: &TableStorage,
+    plan: &FanOutPlan,
+    filter: FileFilter,
+) -> Result<DeltaSnapshot> {
+    DeltaLog::new(data.clone())
+        .snapshot_of(Some(plan.delta_version), filter)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(parts: u32, buckets: u32) -> FanOutPlan {
+        FanOutPlan {
+            table_uri: "s3://lake/t".into(),
+            metadata_uri: None,
+            database: "db".into(),
+            table: "t".into(),
+            named_by: NamedBy::Folder,
+            delta_version: 3,
+            format_version: 2,
+            snapshot_id: 7,
+            files: 10,
+            buckets,
+            parts,
+            part_numbers: (0..parts).collect(),
+        }
+    }
+
+    #[test]
+    fn every_bucket_belongs_to_exactly_one_part() {
+        let plan = plan(3, 8);
+        for bucket in 0..plan.buckets {
+            let owners = (0..plan.parts)
+                .filter(|p| plan.part(*p).unwrap().owns_bucket(bucket))
+                .count();
+            assert_eq!(owners, 1, "bucket {bucket}");
+        }
+    }
+
+    #[test]
+    fn every_file_belongs_to_exactly_one_part() {
+        let plan = plan(4, 16);
+        for n in 0..1000 {
+            let location = format!("s3://lake/t/p={}/part-{n}.parquet", n % 7);
+            let owners = (0..plan.parts)
+                .filter(|p| plan.part(*p).unwrap().owns(&location))
+                .count();
+            assert_eq!(owners, 1, "{location}");
+        }
+    }
+
+    #[test]
+    fn a_part_outside_the_plan_is_refused() {
+        let error = plan(2, 4).part(2).unwrap_err().to_string();
+        assert!(error.contains("parts 0 to 1"), "{error}");
+    }
+
+    #[test]
+    fn the_plan_round_trips_through_json() {
+        let plan = plan(2, 4);
+        let json = serde_json::to_string(&plan).unwrap();
+        assert_eq!(serde_json::from_str::<FanOutPlan>(&json).unwrap(), plan);
+    }
+}
