@@ -173,3 +173,32 @@ def test_fan_out_refuses_what_it_cannot_do(tmp_path, glue_database, lakemirror):
     none = lakemirror("fan-out", "plan", "--table-uri", tmp_path / "nothing", "--glue-database", glue_database,
                       "--parts", "2", check=False)
     assert none.returncode != 0
+
+
+def test_the_state_machine_steps_run_through_the_glue_sync_function_on_s3(
+        tmp_path, bucket, glue_database, upload_dir, lakemirror):
+    """The inputs the FanOutBootstrap state machine sends (template.yaml), handed to the
+    function's handler (`lakemirror invoke glue-sync`), on a table in (moto) S3."""
+    generate(tmp_path / "t", FILES, "multi-part", parts=2)
+    upload_dir(tmp_path / "t", bucket, "lake/big")
+    uri = f"s3://{bucket}/lake/big"
+
+    def invoke(event, check=True, prefixes=f"s3://{bucket}/lake"):
+        path = tmp_path / "event.json"
+        path.write_text(json.dumps(event))
+        return lakemirror("invoke", "glue-sync", "--event", path, "--glue-database", glue_database,
+                          "--table-prefixes", prefixes, check=check)
+
+    plan = invoke({"lakemirror": "fan-out-plan", "table_uri": uri, "parts": 4}).json
+    assert (plan["table"], plan["buckets"], plan["parts"], plan["part_numbers"]) == ("big", 4, 4, [0, 1, 2, 3])
+    for part in plan["part_numbers"]:  # the Distributed Map's items, one invocation each
+        assert invoke({"lakemirror": "fan-out-part", "plan": plan, "part": part}).json["part"] == part
+    finished = invoke({"lakemirror": "fan-out-finish", "plan": plan}).json
+    assert (finished["action"], finished["added_files"], finished["delta_version"]) == ("created", FILES, VERSION)
+    assert totals(glue_database, "big")["total-data-files"] == str(FILES)
+
+    elsewhere = invoke({"lakemirror": "fan-out-part", "plan": plan, "part": 0}, check=False,
+                       prefixes=f"s3://{bucket}/other")
+    assert elsewhere.returncode != 0 and "is not under TABLE_PREFIXES" in elsewhere.stderr
+    foreign = invoke({"lakemirror": "fan-out-finish", "plan": {**plan, "database": "somebody_else"}}, check=False)
+    assert foreign.returncode != 0 and "may not write" in foreign.stderr
