@@ -95,7 +95,7 @@ pub async fn plan(
     )?;
     let files = Arc::new(AtomicU64::new(0));
     let counted = files.clone();
-    let count_only = FileFilter::new(move |_| {
+    let count_only = FileFilter::adds(move |_| {
         counted.fetch_add(1, Ordering::Relaxed);
         false
     });
@@ -139,7 +139,7 @@ pub async fn run_part(
     let part = plan.part(part)?;
     let (data, metadata_store) = plan.stores(&counters)?;
     let root = data.root_uri().to_string();
-    let owned = FileFilter::new(move |path| {
+    let owned = FileFilter::adds(move |path| {
         // A path the plan refuses is kept, so that the plan reports it.
         data_file_location(&root, path).map_or(true, |location| part.owns(&location))
     });
@@ -278,14 +278,39 @@ mod tests {
     }
 
     #[test]
-    fn every_bucket_belongs_to_exactly_one_part() {
-        let plan = plan(3, 8);
-        for bucket in 0..plan.buckets {
-            let owners = (0..plan.parts)
-                .filter(|p| plan.part(*p).unwrap().owns_bucket(bucket))
-                .count();
-            assert_eq!(owners, 1, "bucket {bucket}");
+    fn every_bucket_belongs_to_exactly_one_part_and_parts_get_as_many_as_can_be() {
+        for (parts, buckets) in [(3, 8), (4, 1024), (7, 7), (1, 4)] {
+            let plan = plan(parts, buckets);
+            let mut owned = vec![0; parts as usize];
+            for bucket in 0..plan.buckets {
+                let owners: Vec<u32> = (0..plan.parts)
+                    .filter(|p| plan.part(*p).unwrap().owns_bucket(bucket))
+                    .collect();
+                assert_eq!(owners.len(), 1, "bucket {bucket} of {buckets}");
+                owned[owners[0] as usize] += 1;
+            }
+            let (fewest, most) = (owned.iter().min().unwrap(), owned.iter().max().unwrap());
+            assert!(
+                most - fewest <= 1,
+                "{parts} parts of {buckets} buckets: {owned:?}"
+            );
         }
+    }
+
+    #[test]
+    fn files_of_one_shape_spread_over_every_part() {
+        // These paths fill only odd buckets (FNV-1a's low bit is the parity of the odd bytes,
+        // and each number appears twice): a modulo over the buckets left half the parts empty.
+        let plan = plan(4, 1024);
+        let mut per_part = [0; 4];
+        for i in 0..20_000 {
+            let location = format!("file:///t/part-{i:09}-7d3c0d55-{i:012}.c000.snappy.parquet");
+            let part = (0..4)
+                .find(|p| plan.part(*p).unwrap().owns(&location))
+                .unwrap();
+            per_part[part as usize] += 1;
+        }
+        assert!(per_part.iter().all(|n| *n > 4_000), "{per_part:?}");
     }
 
     #[test]

@@ -57,6 +57,13 @@ TARGETS = {  # issue 19, on this machine
 def sync(binary: str, root: Path, table: str, limit_gb: float, metadata: Path) -> dict:
     """`lakemirror glue-sync` under GNU time with an address-space limit: its report, wall
     seconds and peak RSS, or the failure."""
+    return measured(binary, ["glue-sync", "--table-uri", str(root), "--glue-database", DATABASE,
+                             "--glue-table", table, "--metadata-uri", str(metadata)], limit_gb)
+
+
+def measured(binary: str, args: list[str], limit_gb: float) -> dict:
+    """One lakemirror command under GNU time: its JSON report, wall seconds and peak RSS, or
+    the failure."""
     def limit():
         if limit_gb > 0:
             cap = int(limit_gb * 2**30)
@@ -64,9 +71,7 @@ def sync(binary: str, root: Path, table: str, limit_gb: float, metadata: Path) -
 
     with tempfile.NamedTemporaryFile() as rss:
         started = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "glue-sync", "--table-uri",
-                               str(root), "--glue-database", DATABASE, "--glue-table", table,
-                               "--metadata-uri", str(metadata)],
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, *args],
                               capture_output=True, text=True, preexec_fn=limit if limit_gb > 0 else None)
         seconds = time.perf_counter() - started
         text = Path(rss.name).read_text().split()
@@ -75,7 +80,24 @@ def sync(binary: str, root: Path, table: str, limit_gb: float, metadata: Path) -
         return {"failed": (done.stderr.strip().splitlines() or ["killed"])[-1][-300:], "seconds": seconds,
                 "peak_rss_mb": peak_mb}
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"seconds": seconds, "peak_rss_mb": peak_mb, "requests": report["io"]["requests"], "report": report}
+    return {"seconds": seconds, "peak_rss_mb": peak_mb, "requests": report.get("io", {}).get("requests"),
+            "report": report}
+
+
+def fan_out(binary: str, root: Path, table: str, parts: int, limit_gb: float, work: Path) -> dict:
+    """`lakemirror fan-out` plan, each part in turn (as one worker each would run them), and
+    finish: each step's seconds and peak RSS."""
+    steps = {"plan": measured(binary, ["fan-out", "plan", "--table-uri", str(root), "--glue-database", DATABASE,
+                                       "--glue-table", table, "--metadata-uri", str(root / f"_{table}"),
+                                       "--parts", str(parts)], limit_gb)}
+    if "failed" in steps["plan"]:
+        return steps
+    plan = work / f"{table}.plan.json"
+    plan.write_text(json.dumps(steps["plan"]["report"]))
+    steps["parts"] = [measured(binary, ["fan-out", "part", "--plan", str(plan), "--part", str(p)], limit_gb)
+                      for p in steps["plan"]["report"]["part_numbers"]]
+    steps["finish"] = measured(binary, ["fan-out", "finish", "--plan", str(plan)], limit_gb)
+    return steps
 
 
 def main():
@@ -85,6 +107,8 @@ def main():
     parser.add_argument("--parts", type=int, default=10, help="parts of a multi-part checkpoint / v2 sidecars")
     parser.add_argument("--memory-limit-gb", type=float, default=0,
                         help="address space a sync may use, 0 for no limit (a limit slows syncs by about 25%%)")
+    parser.add_argument("--fan-out", type=int, default=0, metavar="PARTS",
+                        help="also bootstrap each table with `lakemirror fan-out` in PARTS parts (this build only)")
     parser.add_argument("--work", type=Path, help="where the logs are generated [default: a temporary folder]")
     parser.add_argument("--before", help="another lakemirror binary, run beside --binary on the same logs, "
                                          "each bootstrap right after the other's (this machine's speed drifts)")
@@ -100,7 +124,7 @@ def main():
     if not line.startswith("ready "):
         sys.exit(f"moto did not start: {line!r}")
     os.environ.update(local_aws.aws_env(line.split()[1]))
-    rows = []
+    rows, fanned = [], []
     try:
         boto3.client("glue").create_database(DatabaseInput={"Name": DATABASE})
         with tempfile.TemporaryDirectory(prefix="scale-bench-", dir=args.work) as work:
@@ -118,6 +142,11 @@ def main():
                         boots[name] = (binary, table, metadata,
                                        sync(binary, root, table, args.memory_limit_gb, metadata))
                         print(f"    {name} bootstrap: {boots[name][3]}"[:300], file=sys.stderr)
+                    if args.fan_out:
+                        table = f"{layout.replace('-', '_')}_{n}_fanned"
+                        steps = fan_out(args.binary, root, table, args.fan_out, args.memory_limit_gb, Path(work))
+                        fanned.append((n, layout, boots["this build"][3], steps))
+                        print(f"    fan-out: {summary(steps)}", file=sys.stderr)
                     commit_one_file(root, n)
                     for name, (binary, table, metadata, boot) in boots.items():
                         one = None if "failed" in boot else sync(binary, root, table, args.memory_limit_gb, metadata)
@@ -125,6 +154,48 @@ def main():
     finally:
         moto.terminate()
     print(report(rows, args))
+    if fanned:
+        print()
+        print(fan_out_report(fanned))
+
+
+def summary(steps: dict) -> dict:
+    """Seconds and peak RSS of a fan-out: plan, the slowest and the largest part, their sum,
+    finish, and the wall time with one worker per part (plan + slowest part + finish)."""
+    if any("failed" in s for s in [steps["plan"], *steps.get("parts", []), steps.get("finish", {})]):
+        failed = [s["failed"] for s in [steps["plan"], *steps.get("parts", []), steps.get("finish", {})]
+                  if "failed" in s]
+        return {"failed": failed[0]}
+    parts = steps["parts"]
+    return {
+        "parts": len(parts),
+        "plan_s": steps["plan"]["seconds"], "plan_mb": steps["plan"]["peak_rss_mb"],
+        "slowest_part_s": max(p["seconds"] for p in parts), "parts_sum_s": sum(p["seconds"] for p in parts),
+        "largest_part_mb": max(p["peak_rss_mb"] or 0 for p in parts),
+        "finish_s": steps["finish"]["seconds"], "finish_mb": steps["finish"]["peak_rss_mb"],
+        "wall_s": steps["plan"]["seconds"] + max(p["seconds"] for p in parts) + steps["finish"]["seconds"],
+        "files": steps["finish"]["report"]["added_files"],
+    }
+
+
+def fan_out_report(fanned) -> str:
+    lines = ["bootstrap in parts (`lakemirror fan-out`; parts run one after another here, each as its own "
+             "process: wall = plan + slowest part + finish, as with one worker per part)", "",
+             "| files | layout | parts | single s | single MB | plan s | plan MB | slowest part s | largest part MB "
+             "| parts sum s | finish s | finish MB | wall s | wall vs single |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, layout, single, steps in fanned:
+        s = summary(steps)
+        if "failed" in s:
+            lines.append(f"| {n:,} | {layout} | - | failed: {s['failed'][:80]} |")
+            continue
+        assert s["files"] == n, f"the fan-out mirrored {s['files']} files, not {n}"
+        lines.append(
+            f"| {n:,} | {layout} | {s['parts']} | {single['seconds']:.1f} | {single['peak_rss_mb']:.0f} | "
+            f"{s['plan_s']:.1f} | {s['plan_mb']:.0f} | {s['slowest_part_s']:.1f} | {s['largest_part_mb']:.0f} | "
+            f"{s['parts_sum_s']:.1f} | {s['finish_s']:.1f} | {s['finish_mb']:.0f} | {s['wall_s']:.1f} | "
+            f"{s['wall_s'] / single['seconds']:.2f}x |")
+    return "\n".join(lines)
 
 
 def report(rows, args) -> str:

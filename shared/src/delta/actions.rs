@@ -28,7 +28,7 @@ pub struct Sidecar {
 }
 
 /// A data file that becomes part of the table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Add {
     /// URI-encoded path, relative to the table root or absolute.

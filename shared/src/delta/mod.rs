@@ -8,4 +8,4 @@ pub mod schema;
 
 pub use actions::{Add, DeltaCommit, Metadata, Protocol, Remove};
 pub use log::{CommitsSince, DeltaLog, DeltaSnapshot, TableDefinition};
-pub use replay::{ActiveFileSet, FileFilter};
+pub use replay::{ActiveFileSet, FileAction, FileFilter};

@@ -6,19 +6,46 @@ use std::sync::Arc;
 
 use super::actions::{Add, DeltaCommit, Metadata, Protocol};
 
-/// Which data files a replay keeps, by their `add.path` as the log writes it: one part of a
-/// fanned-out bootstrap keeps the files of its buckets and lets the others go as they are
-/// read, so no part holds the whole table.
+/// A file action as a replay meets it: an add, or the path (as the log writes it) of a
+/// remove.
+#[derive(Debug, Clone, Copy)]
+pub enum FileAction<'a> {
+    Add(&'a Add),
+    Remove(&'a str),
+}
+
+impl FileAction<'_> {
+    /// The path as the log writes it (URI-encoded).
+    pub fn path(&self) -> &str {
+        match self {
+            FileAction::Add(add) => &add.path,
+            FileAction::Remove(path) => path,
+        }
+    }
+}
+
+/// Which file actions a replay applies to the files it holds: one part of a fanned-out
+/// bootstrap keeps the files of its buckets and lets the others go as they are read; a
+/// bootstrap in groups hands every action to its group's spill file and holds none. A
+/// filter sees every action, in log order.
 #[derive(Clone)]
-pub struct FileFilter(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+pub struct FileFilter(Arc<dyn Fn(FileAction<'_>) -> bool + Send + Sync>);
 
 impl FileFilter {
-    pub fn new(keep: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+    pub fn new(keep: impl Fn(FileAction<'_>) -> bool + Send + Sync + 'static) -> Self {
         Self(Arc::new(keep))
     }
 
-    pub fn keeps(&self, path: &str) -> bool {
-        (self.0)(path)
+    /// Keeps the adds whose path (as the log writes it) `keep` accepts; applies every remove.
+    pub fn adds(keep: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        Self::new(move |action| match action {
+            FileAction::Add(add) => keep(&add.path),
+            FileAction::Remove(_) => true,
+        })
+    }
+
+    pub fn keeps(&self, action: FileAction<'_>) -> bool {
+        (self.0)(action)
     }
 }
 
@@ -53,15 +80,30 @@ impl ActiveFileSet {
 
     /// Adds (or replaces) one file, unless the filter lets it go.
     pub fn add(&mut self, add: Add) {
-        if self.filter.as_ref().is_none_or(|f| f.keeps(&add.path)) {
+        if self
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.keeps(FileAction::Add(&add)))
+        {
             self.files.insert(decode_path(&add.path), add);
+        }
+    }
+
+    /// Removes one file (by its path as the log writes it), unless the filter lets it go.
+    pub fn remove(&mut self, path: &str) {
+        if self
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.keeps(FileAction::Remove(path)))
+        {
+            self.files.remove(&decode_path(path));
         }
     }
 
     /// Applies one commit: removes cancel adds, a later add of the same path replaces it.
     pub fn apply(&mut self, commit: &DeltaCommit) {
         for remove in &commit.removes {
-            self.files.remove(&decode_path(&remove.path));
+            self.remove(&remove.path);
         }
         for add in &commit.adds {
             self.add(add.clone());
@@ -120,7 +162,7 @@ mod tests {
     #[test]
     fn a_filtered_set_holds_only_the_files_its_filter_keeps() {
         // The filter sees the path as the log writes it (here still encoded).
-        let mut set = ActiveFileSet::filtered(FileFilter::new(|path| path.starts_with('k')));
+        let mut set = ActiveFileSet::filtered(FileFilter::adds(|path| path.starts_with('k')));
         set.apply(&commit(
             0,
             &[add("k1"), add("drop1"), add("k%202")].join("\n"),

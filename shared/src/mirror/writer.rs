@@ -859,8 +859,10 @@ async fn footer_record_count(store: &TableStorage, location: &str, size: u64) ->
 }
 
 /// One part of a bootstrap fanned out over several processes (or Step Functions tasks): the
-/// new table has `buckets` buckets, and part `part` of `parts` writes the manifests of the
-/// buckets `b` with `b % parts == part`. Every part names the same snapshot.
+/// new table has `buckets` buckets, and part `part` of `parts` writes the manifests of one
+/// contiguous range of them. Every part names the same snapshot. (Ranges, not `b % parts`:
+/// FNV-1a's low bits follow the low bits of the path's bytes, so paths of one shape can
+/// fill only odd buckets, and a modulo would leave whole parts empty.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FanOutPart {
     pub snapshot_id: i64,
@@ -871,7 +873,8 @@ pub struct FanOutPart {
 
 impl FanOutPart {
     pub fn owns_bucket(&self, bucket: u32) -> bool {
-        bucket % self.parts.max(1) == self.part
+        u64::from(bucket) * u64::from(self.parts) / u64::from(self.buckets.max(1))
+            == u64::from(self.part)
     }
 
     /// Whether the data file at `location` (and its deletes) belongs to this part.
