@@ -13,12 +13,14 @@ use std::time::Instant;
 use iceberg::spec::FormatVersion;
 use serde::{Deserialize, Serialize};
 
-use crate::delta::{DeltaLog, DeltaSnapshot, FileFilter};
+use std::io::Write;
+
+use crate::delta::{DeltaLog, DeltaSnapshot, FileAction, FileFilter};
 use crate::error::{Error, Result};
 use crate::glue::GlueCatalog;
 use crate::mirror::plan::data_file_location;
 use crate::mirror::writer::{FanOutPart, PartWritten, bucket_count_for, new_snapshot_id};
-use crate::mirror::{MetadataWriter, plan_full_taking};
+use crate::mirror::{MetadataWriter, StagedTable, plan_full_taking};
 use crate::storage::{IoCounters, TableStorage};
 use crate::sync::{
     GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, mirror_stores, target_defaults,
@@ -243,6 +245,235 @@ pub async fn finish(
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report.io = counters.totals();
         return Ok(report);
+    }
+}
+
+/// Files a bootstrap holds at once by default (`BOOTSTRAP_GROUP_FILES`): a table with more
+/// is bootstrapped in groups of buckets, one group after another (about 2 KB of memory per
+/// file held).
+pub const BOOTSTRAP_GROUP_FILES: u64 = 250_000;
+
+/// A bootstrap in groups of buckets, in one process with bounded memory: the log is read
+/// twice holding no file, first to count the files (which fixes the buckets and groups),
+/// then to write each file action to its group's spill file on local disk (in log order, so
+/// a remove after the checkpoint still cancels its add); each group is then replayed from
+/// its spill, planned and written as one part of a fan-out, and one snapshot of all groups
+/// is staged as a new table.
+pub struct GroupedBootstrap {
+    /// The Delta table's root URI.
+    root: String,
+    /// The table at the version, without its files.
+    snapshot: DeltaSnapshot,
+    spill: SpillDir,
+    files: u64,
+    buckets: u32,
+    groups: u32,
+}
+
+impl GroupedBootstrap {
+    pub async fn read(log: &DeltaLog, to_version: Option<i64>, group_files: u64) -> Result<Self> {
+        let started = Instant::now();
+        let counted = Arc::new(AtomicU64::new(0));
+        let counter = counted.clone();
+        let count_only = FileFilter::adds(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            false
+        });
+        let counting = log.snapshot_of(to_version, count_only).await?;
+        let files = counted.load(Ordering::Relaxed);
+        let buckets = bucket_count_for(files);
+        let groups = u32::try_from(files.div_ceil(group_files.max(1)))
+            .unwrap_or(u32::MAX)
+            .clamp(1, buckets);
+        let spill = SpillDir::new(groups)?;
+        let root = log.table().root_uri().to_string();
+        let writers = spill.writers.clone();
+        let failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let failed = failure.clone();
+        let spilled = FileFilter::new(move |action| {
+            // A path the plan refuses goes to group 0, whose plan reports it.
+            let layout = FanOutPart {
+                snapshot_id: 0,
+                buckets,
+                part: 0,
+                parts: groups,
+            };
+            let group = data_file_location(&root, action.path())
+                .map_or(0, |location| layout.part_of(&location));
+            let line = match action {
+                FileAction::Add(add) => serde_json::to_vec(&Spilled::Add(add.clone())),
+                FileAction::Remove(path) => serde_json::to_vec(&Spilled::Remove(path.to_string())),
+            };
+            let written = line.map_err(|e| e.to_string()).and_then(|mut line| {
+                line.push(b'\n');
+                let mut writers = writers
+                    .lock()
+                    .map_err(|_| "spill writer poisoned".to_string())?;
+                writers[group as usize]
+                    .write_all(&line)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(e) = written
+                && let Ok(mut slot) = failed.lock()
+            {
+                slot.get_or_insert(e);
+            }
+            false
+        });
+        let mut snapshot = log.snapshot_of(Some(counting.version), spilled).await?;
+        // Each group is replayed into a copy of this set: with no filter, it holds them.
+        snapshot.active.filter = None;
+        if let Some(e) = failure.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(Error::InvalidInput(format!(
+                "cannot spill the bootstrap to {}: {e} (give it more local disk: TMPDIR, or Lambda's ephemeral storage)",
+                spill.dir.display()
+            )));
+        }
+        spill.flush()?;
+        tracing::info!(
+            table = %log.table().root_uri(),
+            files,
+            buckets,
+            groups,
+            elapsed_s = started.elapsed().as_secs(),
+            "read the log for a bootstrap in groups"
+        );
+        Ok(Self {
+            root: log.table().root_uri().to_string(),
+            snapshot,
+            spill,
+            files,
+            buckets,
+            groups,
+        })
+    }
+
+    /// The Delta metadata at the version read.
+    pub fn metadata(&self) -> Option<&crate::delta::Metadata> {
+        self.snapshot.metadata()
+    }
+
+    /// Plans and writes each group, then stages one snapshot of them all as a new table.
+    pub async fn stage(&self, writer: &MetadataWriter) -> Result<StagedTable> {
+        let root = &self.root;
+        let snapshot_id = new_snapshot_id();
+        let started = Instant::now();
+        for group in 0..self.groups {
+            let mut snapshot = self.snapshot.clone();
+            self.spill.replay(group, &mut snapshot.active)?;
+            let planned = plan_full_taking(root, None, snapshot)?;
+            let part = FanOutPart {
+                snapshot_id,
+                buckets: self.buckets,
+                part: group,
+                parts: self.groups,
+            };
+            let written = writer.stage_part(planned, &part).await?;
+            tracing::info!(
+                group = group + 1,
+                of = self.groups,
+                files = written.files,
+                elapsed_s = started.elapsed().as_secs(),
+                "wrote a group of the bootstrap"
+            );
+        }
+        let definition = plan_full_taking(root, None, self.snapshot.clone())?;
+        let staged = writer
+            .stage_parts(definition, snapshot_id, self.buckets, self.groups)
+            .await?;
+        tracing::info!(
+            files = self.files,
+            groups = self.groups,
+            elapsed_s = started.elapsed().as_secs(),
+            "staged the bootstrap in groups"
+        );
+        Ok(staged)
+    }
+}
+
+/// One file action in a group's spill file.
+#[derive(Serialize, Deserialize)]
+enum Spilled {
+    #[serde(rename = "a")]
+    Add(crate::delta::Add),
+    #[serde(rename = "r")]
+    Remove(String),
+}
+
+/// The spill files of a bootstrap in groups, one per group, in a folder of the local temp
+/// directory that is deleted when this is dropped.
+struct SpillDir {
+    dir: std::path::PathBuf,
+    writers: Arc<std::sync::Mutex<Vec<std::io::BufWriter<std::fs::File>>>>,
+}
+
+impl SpillDir {
+    fn new(groups: u32) -> Result<Self> {
+        let dir =
+            std::env::temp_dir().join(format!("lakemirror-bootstrap-{}", uuid::Uuid::new_v4()));
+        let cannot = |e: std::io::Error| {
+            Error::InvalidInput(format!(
+                "cannot create the bootstrap's spill files in {}: {e} (set TMPDIR to a writable folder)",
+                dir.display()
+            ))
+        };
+        std::fs::create_dir_all(&dir).map_err(cannot)?;
+        let writers = (0..groups)
+            .map(|g| {
+                std::fs::File::create(dir.join(format!("group-{g}.jsonl")))
+                    .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(cannot)?;
+        Ok(Self {
+            dir,
+            writers: Arc::new(std::sync::Mutex::new(writers)),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        let mut writers = self
+            .writers
+            .lock()
+            .map_err(|_| Error::CatalogState("spill writer poisoned".into()))?;
+        for w in writers.iter_mut() {
+            w.flush().map_err(|e| {
+                Error::InvalidInput(format!(
+                    "cannot write the bootstrap's spill files in {}: {e} (give it more local disk)",
+                    self.dir.display()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies group `group`'s file actions, in log order, to `active`.
+    fn replay(&self, group: u32, active: &mut crate::delta::ActiveFileSet) -> Result<()> {
+        use std::io::BufRead;
+        let path = self.dir.join(format!("group-{group}.jsonl"));
+        let unreadable = |e: String| {
+            Error::InvalidInput(format!(
+                "cannot read the spill file {}: {e}",
+                path.display()
+            ))
+        };
+        let file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+        for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
+            let line = line.map_err(|e| unreadable(e.to_string()))?;
+            match serde_json::from_str(&line).map_err(|e| unreadable(e.to_string()))? {
+                Spilled::Add(add) => active.add(add),
+                Spilled::Remove(path) => active.remove(&path),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "could not delete the bootstrap's spill files");
+        }
     }
 }
 

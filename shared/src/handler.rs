@@ -46,6 +46,9 @@ pub struct GlueSyncConfig {
     pub allowed_databases: Option<regex::Regex>,
     /// `TABLE_NAME_FROM_PATH`: `folder` (default) or `path`.
     pub name_from: NameFrom,
+    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
+    /// groups of about this many (default 250,000; about 2 KB of memory per file).
+    pub bootstrap_group_files: u64,
 }
 
 impl GlueSyncConfig {
@@ -87,6 +90,19 @@ impl GlueSyncConfig {
                 Some(value) => value
                     .parse()
                     .map_err(|e| Error::InvalidInput(format!("TABLE_NAME_FROM_PATH: {e}")))?,
+            },
+            bootstrap_group_files: match var("BOOTSTRAP_GROUP_FILES") {
+                None => crate::fanout::BOOTSTRAP_GROUP_FILES,
+                Some(value) => value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::InvalidInput(format!(
+                            "BOOTSTRAP_GROUP_FILES={value:?}: give a number of files above 0"
+                        ))
+                    })?,
             },
         })
     }
@@ -320,6 +336,7 @@ impl GlueSyncFunction {
                     on_missing_source: self.config.on_missing_source,
                     allowed_databases: self.config.allowed_databases.clone(),
                     name_from: self.config.name_from,
+                    bootstrap_group_files: self.config.bootstrap_group_files,
                 };
                 let plan = crate::fanout::plan(&request, parts, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
@@ -550,6 +567,7 @@ async fn sync_one(
         on_missing_source: config.on_missing_source,
         allowed_databases: config.allowed_databases.clone(),
         name_from: config.name_from,
+        bootstrap_group_files: config.bootstrap_group_files,
     };
     let report = glue_sync(glue, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {

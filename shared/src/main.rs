@@ -85,6 +85,11 @@ enum Command {
         /// below the bucket, unique per location).
         #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
         table_name_from_path: String,
+        /// A new mirror of a table whose checkpoint holds more actions is bootstrapped in
+        /// groups of about this many files, one group after another, from spill files in the
+        /// temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.
+        #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = lakemirror::fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
+        bootstrap_group_files: u64,
     },
     /// Prove that a mirror equals its Delta table at a version, from metadata alone (the
     /// Delta log, the Iceberg metadata, manifest list and manifests; no data rows): the
@@ -333,6 +338,9 @@ enum Function {
         /// below the bucket, unique per location).
         #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
         table_name_from_path: String,
+        /// As in glue-sync.
+        #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = lakemirror::fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
+        bootstrap_group_files: u64,
         /// Run as a function invocation with this many seconds (the function's Timeout):
         /// a sync still running near the end is cut off and its messages retried
         /// [default: no deadline].
@@ -522,6 +530,7 @@ async fn main() -> ExitCode {
             on_missing_source,
             allowed_glue_databases,
             table_name_from_path,
+            bootstrap_group_files,
         } => match naming(allowed_glue_databases.as_deref(), &table_name_from_path) {
             Err(e) => Err(e),
             Ok((allowed_databases, name_from)) => {
@@ -536,6 +545,7 @@ async fn main() -> ExitCode {
                     on_missing_source: missing_source_action(&on_missing_source),
                     allowed_databases,
                     name_from,
+                    bootstrap_group_files,
                 };
                 match discover {
                     Some(prefix) => {
@@ -623,6 +633,7 @@ async fn main() -> ExitCode {
                     on_missing_source,
                     allowed_glue_databases,
                     table_name_from_path,
+                    bootstrap_group_files,
                     timeout_seconds,
                 },
         } => match naming(allowed_glue_databases.as_deref(), &table_name_from_path) {
@@ -638,6 +649,7 @@ async fn main() -> ExitCode {
                     on_missing_source: missing_source_action(&on_missing_source),
                     allowed_databases,
                     name_from,
+                    bootstrap_group_files,
                 };
                 invoke_glue_sync(&event, config, deadline).await
             }
@@ -760,6 +772,7 @@ async fn run_fan_out(step: FanOutStep) -> lakemirror::Result<String> {
                 on_missing_source: OnMissingSource::default(),
                 allowed_databases,
                 name_from,
+                bootstrap_group_files: fanout::BOOTSTRAP_GROUP_FILES,
             };
             let plan = fanout::plan(&request, parts, counters).await?;
             eprintln!(

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use crate::error::{Error, Result};
+use crate::fanout::GroupedBootstrap;
 use crate::glue::{GlueCatalog, GlueTable, default_table_name, path_table_name};
 use crate::mirror::{
     CommittedTable, IcebergView, MetadataWriter, SnapshotPlan, plan_commits, plan_full,
@@ -49,6 +50,9 @@ pub struct GlueSyncRequest {
     pub allowed_databases: Option<regex::Regex>,
     /// `TABLE_NAME_FROM_PATH`: the default Glue table name, from the folder or the path.
     pub name_from: NameFrom,
+    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table whose checkpoint holds more actions
+    /// is bootstrapped in groups of about this many files (bounded memory).
+    pub bootstrap_group_files: u64,
 }
 
 /// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
@@ -175,6 +179,10 @@ pub async fn glue_sync(
     let mut properties = match (defaults.fixed(), &remembered) {
         (Some(_), _) => TargetProperties::default(),
         (None, Some(known)) => known.properties.clone(),
+        // A table bootstrapped in groups is never read whole: its definition names it.
+        (None, None) if bootstraps_in_groups(&log, request).await? => {
+            TargetProperties::of(Some(&log.definition().await?.metadata))
+        }
         (None, None) => match log.snapshot(request.to_version).await {
             Ok(read) => {
                 let properties = TargetProperties::of(read.metadata());
@@ -258,6 +266,7 @@ pub async fn glue_sync(
             }
         }
         let plans = planned.plans;
+        let grouped = planned.grouped;
         let mut report = SyncReport {
             action: SyncAction::Unchanged,
             reason: planned.rebuilt.clone(),
@@ -284,16 +293,19 @@ pub async fn glue_sync(
             io: IoTotals::default(),
             snapshots: Vec::new(),
         };
-        if !plans.is_empty() {
+        if !plans.is_empty() || grouped.is_some() {
             let first = plans.first().map(|p| p.delta_version);
             let last = plans.last().map(|p| p.delta_version);
-            tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len());
+            tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len().max(1));
             // A rebuild is a new history: nothing of the current metadata carries over.
             let base = match planned.rebuilt {
                 Some(_) => None,
                 None => read.current.as_ref(),
             };
-            let staged = writer.stage(base, plans).await?;
+            let staged = match &grouped {
+                Some(grouped) => grouped.stage(&writer).await?,
+                None => writer.stage(base, plans).await?,
+            };
             crate::crash::point("glue-before-commit");
             match glue.commit(&read, &staged.table).await {
                 Ok(()) => crate::crash::point("glue-after-commit"),
@@ -370,6 +382,16 @@ async fn plan(
         }
         let snapshot = match snapshot {
             Some(s) => s,
+            None if bootstraps_in_groups(log, request).await? => {
+                let grouped =
+                    GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+                return Ok(Planned {
+                    plans: Vec::new(),
+                    newest_metadata: grouped.metadata().cloned(),
+                    rebuilt: None,
+                    grouped: Some(grouped),
+                });
+            }
             None => log.snapshot(to_version).await?,
         };
         let metadata = snapshot.metadata().cloned();
@@ -562,6 +584,7 @@ async fn rebuild(
                     plans: std::iter::once(first).chain(rest).collect(),
                     newest_metadata,
                     rebuilt: Some(reason),
+                    grouped: None,
                 });
             }
             Err(Error::RebuildNeeded { from_version, .. }) if from_version > start => {
@@ -580,6 +603,17 @@ struct Planned {
     newest_metadata: Option<Metadata>,
     /// Why the mirror is written as a new history; None when the plans extend it.
     rebuilt: Option<String>,
+    /// A new mirror of a large table, written in groups instead of `plans`.
+    grouped: Option<GroupedBootstrap>,
+}
+
+/// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
+/// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read).
+async fn bootstraps_in_groups(log: &DeltaLog, request: &GlueSyncRequest) -> Result<bool> {
+    Ok(log
+        .last_checkpoint_size()
+        .await?
+        .is_some_and(|size| size > request.bootstrap_group_files))
 }
 
 impl Planned {
@@ -588,6 +622,7 @@ impl Planned {
             plans,
             newest_metadata: newest_metadata.cloned(),
             rebuilt: None,
+            grouped: None,
         }
     }
 }

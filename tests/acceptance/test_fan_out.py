@@ -118,6 +118,47 @@ def test_fanned_out_bootstrap_equals_the_single_process_one_even_after_a_part_fa
     assert totals(glue_database, "fanned")["total-data-files"] == str(FILES + 1)
 
 
+def test_a_bootstrap_in_groups_equals_the_single_process_one_and_leaves_no_spill(
+        tmp_path, glue_database, lakemirror):
+    """BOOTSTRAP_GROUP_FILES: a new mirror of a table whose checkpoint holds more actions is
+    bootstrapped group by group from spill files; a remove after the checkpoint still cancels
+    its add, and the spill folder is gone afterwards."""
+    root = tmp_path / "t"
+    generate(root, FILES, "multi-part", parts=2)
+    first = pq.read_table(next((root / "_delta_log").glob("*.checkpoint.0000000001.*.parquet")), columns=["add"])
+    gone = [a for a in first.column("add").to_pylist() if a][5]["path"]
+    tail = [{"commitInfo": {"timestamp": 1764500000000, "operation": "DELETE"}},
+            {"remove": {"path": gone, "deletionTimestamp": 1764500000000, "dataChange": True}}]
+    (root / "_delta_log" / f"{VERSION + 1:020}.json").write_text("\n".join(json.dumps(a) for a in tail) + "\n")
+    single = lakemirror("glue-sync", "--table-uri", root, "--glue-database", glue_database,
+                        "--glue-table", "single", "--metadata-uri", tmp_path / "single")
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    grouped = lakemirror("glue-sync", "--table-uri", root, "--glue-database", glue_database,
+                         "--glue-table", "grouped", "--metadata-uri", tmp_path / "grouped",
+                         "--bootstrap-group-files", "1000", env={"TMPDIR": str(spill)})
+    assert "read the log for a bootstrap in groups" in grouped.stderr
+    assert grouped.stderr.count("wrote a group of the bootstrap") == 3, "2,500 files in groups of 1,000"
+    assert (grouped.json["action"], grouped.json["added_files"]) == ("created", FILES - 1)
+    assert single.json["added_files"] == FILES - 1
+    assert live_files(glue_database, "grouped") == live_files(glue_database, "single")
+    assert gone not in {p.rsplit("/", 1)[1] for p, *_ in live_files(glue_database, "grouped")[0]}
+    assert totals(glue_database, "grouped") == totals(glue_database, "single")
+    assert list(spill.iterdir()) == [], "the spill files are deleted"
+    verify = lakemirror("verify", "--table-uri", root, "--glue-database", glue_database, "--glue-table", "grouped",
+                        "--metadata-uri", tmp_path / "grouped", check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    added = {"add": {"path": "part-new.c000.snappy.parquet", "partitionValues": {}, "size": 1000,
+                     "modificationTime": 1764500000000, "dataChange": True, "stats": json.dumps({"numRecords": 10})}}
+    (root / "_delta_log" / f"{VERSION + 2:020}.json").write_text(json.dumps(added) + "\n")
+    synced = lakemirror("glue-sync", "--table-uri", root, "--glue-database", glue_database,
+                        "--glue-table", "grouped", "--metadata-uri", tmp_path / "grouped",
+                        "--bootstrap-group-files", "1000")
+    assert (synced.json["action"], synced.json["snapshots_committed"]) == ("synced", 1), \
+        "an existing mirror syncs commit by commit, whatever its size"
+
+
 def add_files(table: Path, version: int, count: int):
     """Commits `count` one-row Parquet files to the Spark-written partitioned table with
     deletion vectors (columns part, col1, col2; partitioned by part)."""

@@ -111,6 +111,8 @@ pub enum CommitsSince {
 #[derive(Deserialize)]
 struct LastCheckpoint {
     version: i64,
+    /// Actions in the checkpoint (optional in the protocol).
+    size: Option<u64>,
 }
 
 /// Reads the `_delta_log` of one table.
@@ -504,8 +506,18 @@ impl DeltaLog {
             .ok_or_else(|| Error::NotADeltaTable(self.table.root_uri().to_string()))
     }
 
+    /// The number of actions `_last_checkpoint` says its checkpoint holds (about one per
+    /// data file of a large table), when it says.
+    pub async fn last_checkpoint_size(&self) -> Result<Option<u64>> {
+        Ok(self.last_checkpoint().await?.and_then(|hint| hint.size))
+    }
+
     /// The version `_last_checkpoint` names (a hint: the checkpoint may be incomplete).
     pub async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
+        Ok(self.last_checkpoint().await?.map(|hint| hint.version))
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<LastCheckpoint>> {
         let Some(bytes) = self
             .table
             .get_if_exists(&self.log_file("_last_checkpoint"))
@@ -514,7 +526,7 @@ impl DeltaLog {
             return Ok(None);
         };
         match serde_json::from_slice::<LastCheckpoint>(&bytes) {
-            Ok(hint) => Ok(Some(hint.version)),
+            Ok(hint) => Ok(Some(hint)),
             Err(e) => {
                 tracing::warn!(table = self.table.root_uri(), error = %e, "_last_checkpoint is unreadable; reading the whole log");
                 Ok(None)

@@ -873,13 +873,22 @@ pub struct FanOutPart {
 
 impl FanOutPart {
     pub fn owns_bucket(&self, bucket: u32) -> bool {
-        u64::from(bucket) * u64::from(self.parts) / u64::from(self.buckets.max(1))
-            == u64::from(self.part)
+        self.part_of_bucket(bucket) == self.part
     }
 
     /// Whether the data file at `location` (and its deletes) belongs to this part.
     pub fn owns(&self, location: &str) -> bool {
-        self.owns_bucket(bucket_of(location, self.buckets))
+        self.part_of(location) == self.part
+    }
+
+    /// The part the data file at `location` (and its deletes) belongs to.
+    pub fn part_of(&self, location: &str) -> u32 {
+        self.part_of_bucket(bucket_of(location, self.buckets))
+    }
+
+    fn part_of_bucket(&self, bucket: u32) -> u32 {
+        let part = u64::from(bucket) * u64::from(self.parts) / u64::from(self.buckets.max(1));
+        u32::try_from(part).unwrap_or(u32::MAX)
     }
 }
 
