@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use std::io::Write;
 
+use futures::{StreamExt, TryStreamExt};
+
 use crate::delta::{DeltaLog, DeltaSnapshot, FileAction, FileFilter};
 use crate::error::{Error, Result};
 use crate::glue::GlueCatalog;
@@ -268,6 +270,8 @@ pub struct GroupedBootstrap {
     files: u64,
     buckets: u32,
     groups: u32,
+    /// Groups written at once (one per core, at most 4).
+    at_once: usize,
 }
 
 impl GroupedBootstrap {
@@ -282,7 +286,10 @@ impl GroupedBootstrap {
         let counting = log.snapshot_of(to_version, count_only).await?;
         let files = counted.load(Ordering::Relaxed);
         let buckets = bucket_count_for(files);
-        let groups = u32::try_from(files.div_ceil(group_files.max(1)))
+        // The files held at once are shared by the groups written at once.
+        let at_once = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
+        let per_group = (group_files / at_once as u64).max(1);
+        let groups = u32::try_from(files.div_ceil(per_group))
             .unwrap_or(u32::MAX)
             .clamp(1, buckets);
         let spill = SpillDir::new(groups)?;
@@ -335,6 +342,7 @@ impl GroupedBootstrap {
             files,
             buckets,
             groups,
+            at_once,
             elapsed_s = started.elapsed().as_secs(),
             "read the log for a bootstrap in groups"
         );
@@ -345,6 +353,7 @@ impl GroupedBootstrap {
             files,
             buckets,
             groups,
+            at_once,
         })
     }
 
@@ -353,31 +362,49 @@ impl GroupedBootstrap {
         self.snapshot.metadata()
     }
 
-    /// Plans and writes each group, then stages one snapshot of them all as a new table.
+    /// Plans and writes each group ([`GroupedBootstrap::at_once`] at a time, each on its
+    /// own thread: planning and manifest encoding are CPU work), then stages one snapshot of
+    /// them all as a new table.
     pub async fn stage(&self, writer: &MetadataWriter) -> Result<StagedTable> {
-        let root = &self.root;
         let snapshot_id = new_snapshot_id();
         let started = Instant::now();
-        for group in 0..self.groups {
+        let groups = (0..self.groups).map(|group| {
+            let root = self.root.clone();
             let mut snapshot = self.snapshot.clone();
-            self.spill.replay(group, &mut snapshot.active)?;
-            let planned = plan_full_taking(root, None, snapshot)?;
+            let spill = self.spill.dir.clone();
+            let writer = writer.clone();
             let part = FanOutPart {
                 snapshot_id,
                 buckets: self.buckets,
                 part: group,
                 parts: self.groups,
             };
-            let written = writer.stage_part(planned, &part).await?;
+            async move {
+                tokio::spawn(async move {
+                    replay(&spill, group, &mut snapshot.active)?;
+                    let planned = plan_full_taking(&root, None, snapshot)?;
+                    writer.stage_part(planned, &part).await
+                })
+                .await
+                .map_err(|e| {
+                    Error::CatalogState(format!("group {group} of the bootstrap stopped: {e}"))
+                })?
+            }
+        });
+        let mut done = 0;
+        let mut written = futures::stream::iter(groups).buffer_unordered(self.at_once);
+        while let Some(part) = written.try_next().await? {
+            done += 1;
             tracing::info!(
-                group = group + 1,
+                group = part.part + 1,
+                done,
                 of = self.groups,
-                files = written.files,
+                files = part.files,
                 elapsed_s = started.elapsed().as_secs(),
                 "wrote a group of the bootstrap"
             );
         }
-        let definition = plan_full_taking(root, None, self.snapshot.clone())?;
+        let definition = plan_full_taking(&self.root, None, self.snapshot.clone())?;
         let staged = writer
             .stage_parts(definition, snapshot_id, self.buckets, self.groups)
             .await?;
@@ -446,27 +473,6 @@ impl SpillDir {
         }
         Ok(())
     }
-
-    /// Applies group `group`'s file actions, in log order, to `active`.
-    fn replay(&self, group: u32, active: &mut crate::delta::ActiveFileSet) -> Result<()> {
-        use std::io::BufRead;
-        let path = self.dir.join(format!("group-{group}.jsonl"));
-        let unreadable = |e: String| {
-            Error::InvalidInput(format!(
-                "cannot read the spill file {}: {e}",
-                path.display()
-            ))
-        };
-        let file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
-        for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
-            let line = line.map_err(|e| unreadable(e.to_string()))?;
-            match serde_json::from_str(&line).map_err(|e| unreadable(e.to_string()))? {
-                Spilled::Add(add) => active.add(add),
-                Spilled::Remove(path) => active.remove(&path),
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Drop for SpillDir {
@@ -475,6 +481,31 @@ impl Drop for SpillDir {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not delete the bootstrap's spill files");
         }
     }
+}
+
+/// Applies group `group`'s file actions, in log order, to `active`.
+fn replay(
+    dir: &std::path::Path,
+    group: u32,
+    active: &mut crate::delta::ActiveFileSet,
+) -> Result<()> {
+    use std::io::BufRead;
+    let path = dir.join(format!("group-{group}.jsonl"));
+    let unreadable = |e: String| {
+        Error::InvalidInput(format!(
+            "cannot read the spill file {}: {e}",
+            path.display()
+        ))
+    };
+    let file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+    for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
+        let line = line.map_err(|e| unreadable(e.to_string()))?;
+        match serde_json::from_str(&line).map_err(|e| unreadable(e.to_string()))? {
+            Spilled::Add(add) => active.add(add),
+            Spilled::Remove(path) => active.remove(&path),
+        }
+    }
+    Ok(())
 }
 
 async fn read_version(

@@ -388,6 +388,7 @@ impl Content {
 }
 
 /// Writes Iceberg metadata for a Delta table.
+#[derive(Clone)]
 pub struct MetadataWriter {
     /// Where metadata files go: `<root>/_lakemirror/iceberg` by default.
     metadata_store: TableStorage,
