@@ -308,15 +308,17 @@ impl GroupedBootstrap {
             let group = data_file_location(&root, action.path())
                 .map_or(0, |location| layout.part_of(&location));
             let line = match action {
-                FileAction::Add(add) => serde_json::to_vec(&Spilled::Add(add.clone())),
-                FileAction::Remove(path) => serde_json::to_vec(&Spilled::Remove(path.to_string())),
+                FileAction::Add(add) => serde_json::to_vec(&SpilledRef::Add(add)),
+                FileAction::Remove(path) => serde_json::to_vec(&SpilledRef::Remove(path)),
             };
             let written = line.map_err(|e| e.to_string()).and_then(|mut line| {
                 line.push(b'\n');
                 let mut writers = writers
                     .lock()
                     .map_err(|_| "spill writer poisoned".to_string())?;
-                writers[group as usize]
+                writers
+                    .get_mut(group as usize)
+                    .ok_or_else(|| format!("no spill file for group {group}"))?
                     .write_all(&line)
                     .map_err(|e| e.to_string())
             });
@@ -418,13 +420,22 @@ impl GroupedBootstrap {
     }
 }
 
-/// One file action in a group's spill file.
-#[derive(Serialize, Deserialize)]
+/// One file action in a group's spill file, as read back.
+#[derive(Deserialize)]
 enum Spilled {
     #[serde(rename = "a")]
     Add(crate::delta::Add),
     #[serde(rename = "r")]
     Remove(String),
+}
+
+/// [`Spilled`] as written, borrowing the action.
+#[derive(Serialize)]
+enum SpilledRef<'a> {
+    #[serde(rename = "a")]
+    Add(&'a crate::delta::Add),
+    #[serde(rename = "r")]
+    Remove(&'a str),
 }
 
 /// The spill files of a bootstrap in groups, one per group, in a folder of the local temp
@@ -591,6 +602,22 @@ mod tests {
     fn a_part_outside_the_plan_is_refused() {
         let error = plan(2, 4).part(2).unwrap_err().to_string();
         assert!(error.contains("parts 0 to 1"), "{error}");
+    }
+
+    #[test]
+    fn a_spilled_action_reads_back_as_it_was() {
+        let line = r#"{"add":{"path":"p=a%20b/f.parquet","partitionValues":{"p":"a b","q":null},"size":7,"modificationTime":1,"dataChange":true,"stats":"{\"numRecords\":3}","deletionVector":{"storageType":"u","pathOrInlineDv":"ab^-aqEH.-t@S}K{vb[*k^","offset":4,"sizeInBytes":40,"cardinality":2}}}"#;
+        let commit = crate::delta::DeltaCommit::parse(1, line.as_bytes(), 0).unwrap();
+        let add = &commit.adds[0];
+        let spilled = serde_json::to_string(&SpilledRef::Add(add)).unwrap();
+        match serde_json::from_str(&spilled).unwrap() {
+            Spilled::Add(back) => assert_eq!(&back, add),
+            Spilled::Remove(_) => panic!("an add read back as a remove"),
+        }
+        let spilled = serde_json::to_string(&SpilledRef::Remove("p=a%20b/f.parquet")).unwrap();
+        assert!(
+            matches!(serde_json::from_str(&spilled).unwrap(), Spilled::Remove(p) if p == "p=a%20b/f.parquet")
+        );
     }
 
     #[test]

@@ -142,6 +142,9 @@ def main():
                         boots[name] = (binary, table, metadata,
                                        sync(binary, root, table, args.memory_limit_gb, metadata))
                         print(f"    {name} bootstrap: {boots[name][3]}"[:300], file=sys.stderr)
+                        if "report" in boots[name][3]:
+                            added = boots[name][3]["report"]["added_files"]
+                            assert added == n, f"{name}: the bootstrap mirrored {added} files, not {n}"
                     if args.fan_out:
                         table = f"{layout.replace('-', '_')}_{n}_fanned"
                         steps = fan_out(args.binary, root, table, args.fan_out, args.memory_limit_gb, Path(work))
