@@ -1,7 +1,7 @@
 """Filtered reads of every mirrored shared table return the rows Delta holds.
 
 lakemirror turns Delta's `add.stats` into Iceberg bounds and null counts
-(shared/src/mirror/metrics.rs), and readers skip whole data files by them: a bound tighter
+(shared/plan/src/metrics.rs), and readers skip whole data files by them: a bound tighter
 than the data silently loses rows from a filtered read, while the unfiltered reads of
 assert_mirrors never notice. So each column with stats is read with the predicates that sit
 exactly on the edges of its data (= max, = min, >= max, <= min, IS NULL), through Glue with

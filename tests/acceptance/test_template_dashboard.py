@@ -14,7 +14,7 @@ import pytest
 from acceptance.test_template_iam import as_list, statements, template
 
 REPO = Path(__file__).resolve().parents[2]
-RUST_SOURCES = REPO / "shared" / "src"
+RUST_SOURCES = REPO / "shared"
 
 # What the dashboard charts from the lakemirror namespace; a change here is a change to the
 # metrics the Rust code must emit (embedded metric format, "Name": "<metric>").

@@ -145,7 +145,7 @@ def added_crates(dependency: str) -> dict:
         shutil.copy(REPO / "Cargo.lock", crate / "Cargo.lock")
         (crate / "Cargo.toml").write_text(
             '[package]\nname = "probe"\nversion = "0.0.0"\nedition = "2024"\n[workspace]\n[dependencies]\n'
-            f'lakemirror = {{ path = "{REPO / "shared"}" }}\n{dependency}\n')
+            f'lakemirror-cli = {{ path = "{REPO / "shared" / "cli"}" }}\n{dependency}\n')
         subprocess.run(["cargo", "update", "--quiet", "--workspace"], cwd=crate, check=True)
         theirs = packages(crate / "Cargo.lock")
     added = theirs - ours - {("probe", "0.0.0")}

@@ -1,27 +1,42 @@
-//! The glue-sync Lambda function: wiring only. Configuration and the Glue client are built
-//! once at cold start; every event goes to `lakemirror::handler`.
+//! The glue-sync Lambda function: wiring only. Configuration, the AWS configuration, the
+//! object stores, the Glue catalog and the dead-letter queue are built once at cold start;
+//! every event goes to [`glue_sync::handle`].
 //!
 //! | env var | meaning |
 //! |---|---|
 //! | `GLUE_DATABASE` | Glue database that receives mirrored tables (required) |
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to mirror (default: all) |
 //! | `DEAD_LETTER_QUEUE_URL` | SQS queue for events that can never succeed (parked once, not retried) |
+//! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES` | see README, "Configuration" |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
-use lakemirror::handler::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
-use lakemirror::trigger::LambdaInput;
-use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use std::sync::Arc;
+
+use lakemirror_aws::function::{GlueSyncConfig, GlueSyncFunction};
+use lakemirror_aws::{DeadLetterQueue, DeadLetters, GlueCatalog, config};
+use lakemirror_iceberg::Lakehouse;
+use lakemirror_storage::crash;
+use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let function = GlueSyncFunction::from_config(GlueSyncConfig::from_env()?).await;
-    run(service_fn(|event: LambdaEvent<LambdaInput>| {
-        let function = &function;
-        let deadline = event.context.deadline();
-        async move {
-            Ok::<GlueSyncResponse, Error>(function.handle(&event.payload, Some(deadline)).await?)
-        }
-    }))
-    .await
+    let setting = |name: &str| std::env::var(name).ok();
+    crash::arm(setting(crash::CRASH_AT));
+    let function_config = GlueSyncConfig::from_settings(&setting)?;
+    let aws = config::load().await;
+    let lake = Lakehouse {
+        stores: config::object_stores(&aws, &setting),
+        catalog: Arc::new(GlueCatalog::new(&aws)),
+    };
+    let dead_letters = function_config
+        .dead_letter_queue_url
+        .clone()
+        .map(|url| Arc::new(DeadLetterQueue::new(&aws, url)) as Arc<dyn DeadLetters>);
+    let function = GlueSyncFunction {
+        config: function_config,
+        lake,
+        dead_letters,
+    };
+    run(service_fn(|event| glue_sync::handle(&function, event))).await
 }

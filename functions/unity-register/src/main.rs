@@ -1,5 +1,6 @@
-//! The unity-register Lambda function: wiring only. Configuration is read once at cold
-//! start; every event goes to `lakemirror::unity::function`.
+//! The unity-register Lambda function: wiring only. Configuration, the object stores and the
+//! secret source are built once at cold start; every event goes to
+//! [`unity_register::handle`].
 //!
 //! | env var | meaning |
 //! |---|---|
@@ -7,19 +8,31 @@
 //! | `UC_TOKEN_SECRET_ARN` | Secrets Manager secret holding the bearer token (plain or JSON `token`) |
 //! | `UC_CATALOG`, `UC_SCHEMA` | where tables go unless their `lakemirror.unity.*` properties say otherwise |
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to register; empty = all |
+//! | `ALLOWED_UC_CATALOGS` | the catalogs a table's `lakemirror.unity.*` properties may choose |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
-use lakemirror::trigger::LambdaInput;
-use lakemirror::unity::function::{UnityConfig, UnityRegisterFunction, UnityResponse};
-use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use std::sync::Arc;
+
+use lakemirror_aws::{SecretsManager, config};
+use lakemirror_storage::{SecretSource, crash};
+use lakemirror_unity::function::{UnityConfig, UnityRegisterFunction};
+use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let function = UnityRegisterFunction::from_config(UnityConfig::from_env()?).await;
-    run(service_fn(|event: LambdaEvent<LambdaInput>| {
-        let function = &function;
-        async move { Ok::<UnityResponse, Error>(function.handle(&event.payload).await?) }
-    }))
-    .await
+    let setting = |name: &str| std::env::var(name).ok();
+    crash::arm(setting(crash::CRASH_AT));
+    let function_config = UnityConfig::from_settings(&setting)?;
+    let aws = config::load().await;
+    let secrets = function_config
+        .token_secret_arn
+        .is_some()
+        .then(|| Arc::new(SecretsManager::new(&aws)) as Arc<dyn SecretSource>);
+    let function = UnityRegisterFunction::new(
+        function_config,
+        config::object_stores(&aws, &setting),
+        secrets,
+    );
+    run(service_fn(|event| unity_register::handle(&function, event))).await
 }

@@ -2,7 +2,7 @@
 //! Iceberg and Unity Catalog columns. Any input may be refused; none may panic.
 #![no_main]
 
-use lakemirror::delta::{ActiveFileSet, DeltaCommit};
+use lakemirror_delta::{ActiveFileSet, DeltaCommit};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -12,9 +12,9 @@ fuzz_target!(|data: &[u8]| {
     let mut active = ActiveFileSet::default();
     active.apply(&commit);
     if let Some(metadata) = &commit.metadata {
-        if let Ok(fields) = lakemirror::delta::schema::parse_schema(&metadata.schema_string) {
-            let _ = lakemirror::mirror::schema::iceberg_schema(&fields, None, 0, 0);
+        if let Ok(fields) = lakemirror_delta::schema::parse_schema(&metadata.schema_string) {
+            let _ = lakemirror_plan::schema::iceberg_schema(&fields, None, None, 0, 0);
         }
-        let _ = lakemirror::unity::columns::columns(&metadata.schema_string, &metadata.partition_columns);
+        let _ = lakemirror_unity::columns::columns(&metadata.schema_string, &metadata.partition_columns);
     }
 });

@@ -5,6 +5,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = lakemirror::delta::deletion_vector::parse_stored(data, data.len() as i64);
-    let _ = lakemirror::delta::deletion_vector::parse_bitmap(data);
+    let _ = lakemirror_delta::deletion_vector::parse_stored(data, data.len() as i64);
+    let _ = lakemirror_delta::deletion_vector::parse_bitmap(data);
 });

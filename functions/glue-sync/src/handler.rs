@@ -1,0 +1,305 @@
+//! The glue-sync function's handler: a Lambda event in, one sync per announced table
+//! ([`GlueSyncFunction::handle`], with the invocation's deadline), the response out.
+
+use lakemirror_aws::function::{GlueSyncFunction, GlueSyncResponse};
+use lakemirror_aws::trigger::LambdaInput;
+use lambda_runtime::{Error, LambdaEvent};
+
+/// Handles one invocation.
+pub async fn handle(
+    function: &GlueSyncFunction,
+    event: LambdaEvent<LambdaInput>,
+) -> Result<GlueSyncResponse, Error> {
+    let deadline = event.context.deadline();
+    Ok(function.handle(&event.payload, Some(deadline)).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The handler against the in-memory store and catalog: what a batch of SQS messages
+    //! makes of the mirrors, and which messages it asks to have redelivered.
+
+    use std::sync::Arc;
+
+    use iceberg::spec::FormatVersion;
+    use lakemirror_aws::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
+    use lakemirror_aws::{DeadLetters, InMemoryDeadLetters};
+    use lakemirror_delta::test_tables::{
+        add, delete_commit, metadata, protocol, protocol_with_reader_features, write_checkpoint,
+        write_commit,
+    };
+    use lakemirror_iceberg::{InMemoryCatalog, Lakehouse, OnMissingSource};
+    use lakemirror_plan::target::NameFrom;
+    use lakemirror_storage::{ObjectStores, TableStorage};
+    use lambda_runtime::{Context, LambdaEvent};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    struct Rig {
+        function: GlueSyncFunction,
+        catalog: Arc<InMemoryCatalog>,
+        dead_letters: Arc<InMemoryDeadLetters>,
+    }
+
+    fn rig() -> Rig {
+        let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
+        let dead_letters = Arc::new(InMemoryDeadLetters::default());
+        let function = GlueSyncFunction {
+            config: GlueSyncConfig {
+                database: "lake".into(),
+                table_prefixes: vec!["s3://lake".into()],
+                dead_letter_queue_url: Some("memory://dead-letters".into()),
+                format_version: FormatVersion::V2,
+                on_missing_source: OnMissingSource::Keep,
+                allowed_databases: None,
+                name_from: NameFrom::Folder,
+                bootstrap_group_files: 250_000,
+            },
+            lake: Lakehouse {
+                stores: ObjectStores::in_memory(),
+                catalog: catalog.clone(),
+            },
+            dead_letters: Some(dead_letters.clone() as Arc<dyn DeadLetters>),
+        };
+        Rig {
+            function,
+            catalog,
+            dead_letters,
+        }
+    }
+
+    impl Rig {
+        fn table(&self, name: &str) -> TableStorage {
+            self.function
+                .lake
+                .stores
+                .open(&format!("s3://lake/{name}"), Arc::default())
+                .unwrap()
+        }
+
+        /// A table of one `id` column and its first commit of `files` files.
+        async fn create(&self, name: &str, files: usize) -> TableStorage {
+            let table = self.table(name);
+            let mut actions = vec![protocol(), metadata(name, &[("id", "long")], &[])];
+            actions.extend((0..files).map(|f| add(&format!("part-{f}.parquet"), 10, &[])));
+            write_commit(&table, 0, &actions).await;
+            table
+        }
+
+        async fn handle(&self, messages: &[(&str, &str, i64)]) -> GlueSyncResponse {
+            handle(&self.function, sqs_batch(messages)).await.unwrap()
+        }
+
+        /// The mirror's current snapshot summary, when there is a mirror.
+        async fn summary(&self, name: &str) -> Option<Value> {
+            let parameters = self.catalog.parameters("lake", name)?;
+            let location = &parameters["metadata_location"];
+            let store = self
+                .function
+                .lake
+                .stores
+                .open(location, Arc::default())
+                .unwrap();
+            let (bytes, _) = store.get(location).await.unwrap();
+            let metadata: Value = serde_json::from_slice(&bytes).unwrap();
+            let current = metadata["current-snapshot-id"].clone();
+            metadata["snapshots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["snapshot-id"] == current)
+                .map(|s| s["summary"].clone())
+        }
+
+        async fn mirrored_version(&self, name: &str) -> Option<i64> {
+            let summary = self.summary(name).await?;
+            summary["delta.version"].as_str()?.parse().ok()
+        }
+    }
+
+    /// An SQS batch of S3 notifications: (message ID, table folder, commit version).
+    fn sqs_batch(messages: &[(&str, &str, i64)]) -> LambdaEvent<LambdaInput> {
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|(id, table, version)| {
+                let body = match *table {
+                    "" => "this is not an event".to_string(),
+                    table => json!({"Records": [{
+                        "eventName": "ObjectCreated:Put",
+                        "eventTime": "2026-12-02T10:00:00.000Z",
+                        "s3": {"bucket": {"name": "lake"},
+                               "object": {"key": format!("{table}/_delta_log/{version:020}.json")}}
+                    }]})
+                    .to_string(),
+                };
+                json!({"messageId": id, "receiptHandle": "r", "body": body, "attributes": {},
+                       "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                       "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:commits",
+                       "awsRegion": "us-east-1"})
+            })
+            .collect();
+        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
+        LambdaEvent::new(event, Context::default())
+    }
+
+    fn redelivered(response: &GlueSyncResponse) -> Vec<String> {
+        let GlueSyncResponse::Batch(batch) = response else {
+            panic!("an SQS batch is answered with a batch response, not {response:?}");
+        };
+        let mut ids: Vec<String> = batch
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_batch_mirrors_each_table_and_parks_the_one_that_can_never_succeed() {
+        let rig = rig();
+        rig.create("orders", 3).await;
+        let future = rig.table("future");
+        write_commit(
+            &future,
+            0,
+            &[
+                protocol_with_reader_features(&["featureFromTheFuture"]),
+                metadata("future", &[("id", "long")], &[]),
+            ],
+        )
+        .await;
+        let response = rig
+            .handle(&[
+                ("m-orders", "orders", 0),
+                ("m-future", "future", 0),
+                ("m-bad", "", 0),
+            ])
+            .await;
+        assert!(redelivered(&response).is_empty(), "{response:?}");
+        assert_eq!(rig.mirrored_version("orders").await, Some(0));
+        assert_eq!(
+            rig.summary("orders").await.unwrap()["total-data-files"],
+            "3"
+        );
+        assert!(rig.catalog.parameters("lake", "future").is_none());
+        let parked = rig.dead_letters.parked();
+        assert_eq!(parked.len(), 2, "{parked:?}");
+        let future_parked = parked
+            .iter()
+            .find(|p| p.table.as_deref() == Some("s3://lake/future"))
+            .unwrap();
+        assert!(
+            future_parked.reason.contains("featureFromTheFuture"),
+            "{future_parked:?}"
+        );
+        assert_eq!(future_parked.delta_version, Some(0));
+        assert!(parked.iter().any(|p| p.body == "this is not an event"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_race_is_retried_and_the_commit_lands_once() {
+        let rig = rig();
+        let orders = rig.create("orders", 1).await;
+        rig.handle(&[("m0", "orders", 0)]).await;
+        write_commit(&orders, 1, &[add("part-9.parquet", 10, &[])]).await;
+        rig.catalog.interfere("lake", "orders", 2);
+        let response = rig.handle(&[("m1", "orders", 1)]).await;
+        assert!(redelivered(&response).is_empty(), "{response:?}");
+        let summary = rig.summary("orders").await.unwrap();
+        assert_eq!(summary["delta.version"], "1");
+        assert_eq!(summary["total-data-files"], "2", "the file was added once");
+        assert!(rig.dead_letters.parked().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_table_that_keeps_losing_its_race_is_redelivered_alone() {
+        let rig = rig();
+        let orders = rig.create("orders", 1).await;
+        let returns = rig.create("returns", 1).await;
+        rig.handle(&[("m0", "orders", 0), ("m1", "returns", 0)])
+            .await;
+        write_commit(&orders, 1, &[add("part-1.parquet", 10, &[])]).await;
+        write_commit(&returns, 1, &[add("part-1.parquet", 10, &[])]).await;
+        rig.catalog.interfere("lake", "orders", u32::MAX);
+        let response = rig
+            .handle(&[("m-orders", "orders", 1), ("m-returns", "returns", 1)])
+            .await;
+        assert_eq!(redelivered(&response), ["m-orders"]);
+        assert_eq!(rig.mirrored_version("orders").await, Some(0));
+        assert_eq!(rig.mirrored_version("returns").await, Some(1));
+        assert!(
+            rig.dead_letters.parked().is_empty(),
+            "a retryable failure is not parked"
+        );
+    }
+
+    #[tokio::test]
+    async fn commits_cleaned_from_the_log_are_caught_up_from_the_checkpoint() {
+        let rig = rig();
+        let orders = rig.create("orders", 1).await;
+        rig.handle(&[("m0", "orders", 0)]).await;
+        assert_eq!(rig.mirrored_version("orders").await, Some(0));
+        write_commit(&orders, 1, &[add("part-1.parquet", 10, &[])]).await;
+        write_commit(&orders, 2, &[add("part-2.parquet", 10, &[])]).await;
+        write_checkpoint(
+            &orders,
+            2,
+            &[
+                protocol(),
+                metadata("orders", &[("id", "long")], &[]),
+                add("part-0.parquet", 10, &[]),
+                add("part-1.parquet", 10, &[]),
+                add("part-2.parquet", 10, &[]),
+            ],
+        )
+        .await;
+        delete_commit(&orders, 0).await;
+        delete_commit(&orders, 1).await;
+        let response = rig.handle(&[("m2", "orders", 2)]).await;
+        assert!(redelivered(&response).is_empty(), "{response:?}");
+        let summary = rig.summary("orders").await.unwrap();
+        assert_eq!(summary["delta.version"], "2");
+        assert_eq!(summary["total-data-files"], "3");
+        assert_eq!(summary["total-records"], "30");
+    }
+
+    #[tokio::test]
+    async fn an_event_for_a_version_mirrored_already_changes_nothing() {
+        let rig = rig();
+        rig.create("orders", 2).await;
+        rig.handle(&[("m0", "orders", 0)]).await;
+        let before = rig.catalog.parameters("lake", "orders").unwrap();
+        let response = rig.handle(&[("m0-again", "orders", 0)]).await;
+        assert!(redelivered(&response).is_empty());
+        assert_eq!(rig.catalog.parameters("lake", "orders").unwrap(), before);
+    }
+
+    #[tokio::test]
+    async fn tables_outside_the_prefixes_are_not_mirrored() {
+        let rig = rig();
+        let elsewhere = rig
+            .function
+            .lake
+            .stores
+            .open("s3://other/orders", Arc::default())
+            .unwrap();
+        write_commit(
+            &elsewhere,
+            0,
+            &[protocol(), metadata("orders", &[("id", "long")], &[])],
+        )
+        .await;
+        let records = json!({"Records": [{"messageId": "m", "receiptHandle": "r", "eventSource": "aws:sqs",
+            "body": json!({"Records": [{"eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "other"}, "object": {"key": "orders/_delta_log/00000000000000000000.json"}}}]}).to_string()}]});
+        let event = LambdaEvent::new(
+            LambdaInput::from_json(&records.to_string()).unwrap(),
+            Context::default(),
+        );
+        let response = handle(&rig.function, event).await.unwrap();
+        assert!(redelivered(&response).is_empty());
+        assert!(rig.catalog.parameters("lake", "orders").is_none());
+    }
+}

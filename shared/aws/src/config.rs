@@ -1,0 +1,98 @@
+//! One AWS configuration for the whole process, loaded once (at a function's cold start, or
+//! when the CLI starts): every client (Glue, SQS, Secrets Manager) and the S3 object stores
+//! take their credentials, region and endpoint from the same `aws_config::SdkConfig`. So a
+//! named profile, SSO, `credential_process`, web identity, container and instance
+//! credentials all work for S3 too, and `AWS_EC2_METADATA_DISABLED` is honoured everywhere.
+//!
+//! S3 stays on `object_store` (ranged GETs, listings and conditional PUTs; it also carries
+//! `file://` tables and the Parquet reads); only its credentials come from the SDK's chain.
+//! The measured reasons (aws-sdk-s3: same requests and time, +256 s of build) are in README,
+//! "Dependencies", and docs/dependencies.md.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use lakemirror_storage::{ObjectStores, S3Options};
+use object_store::CredentialProvider;
+use object_store::aws::AwsCredential;
+
+/// The process's AWS configuration, from the standard places: environment (`AWS_PROFILE`,
+/// `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and credentials files, SSO, web
+/// identity, container and instance metadata. Load it once per process.
+pub async fn load() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The object stores of the process: S3 as `config` says (its credentials chain, region and
+/// endpoint), with `AWS_ENDPOINT_URL_S3` and `AWS_ALLOW_HTTP` looked up in `setting` (the
+/// process's environment).
+pub fn object_stores(
+    config: &aws_config::SdkConfig,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> ObjectStores {
+    let endpoint = setting("AWS_ENDPOINT_URL_S3")
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| config.endpoint_url().map(str::to_string));
+    let allow_http = endpoint
+        .as_deref()
+        .is_some_and(|e| e.starts_with("http://"))
+        || setting("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    ObjectStores::s3(S3Options {
+        region: config.region().map(|r| r.as_ref().to_string()),
+        endpoint,
+        allow_http,
+        credentials: s3_credentials(config).map(|c| c as lakemirror_storage::S3CredentialProvider),
+    })
+}
+
+/// The SDK's credentials for `object_store`, refreshed a few minutes before they expire.
+fn s3_credentials(config: &aws_config::SdkConfig) -> Option<Arc<SdkCredentials>> {
+    config.credentials_provider().map(|provider| {
+        Arc::new(SdkCredentials {
+            provider,
+            cached: tokio::sync::Mutex::new(None),
+        })
+    })
+}
+
+/// Credentials from the SDK's provider chain, as `object_store` asks for them.
+#[derive(Debug)]
+pub struct SdkCredentials {
+    provider: SharedCredentialsProvider,
+    cached: tokio::sync::Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>,
+}
+
+/// Credentials are fetched again this long before they expire.
+const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
+
+#[async_trait::async_trait]
+impl CredentialProvider for SdkCredentials {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let mut cached = self.cached.lock().await;
+        if let Some((credential, expiry)) = cached.as_ref()
+            && expiry.is_none_or(|e| e > SystemTime::now() + REFRESH_BEFORE_EXPIRY)
+        {
+            return Ok(credential.clone());
+        }
+        let fresh = self.provider.provide_credentials().await.map_err(|e| {
+            object_store::Error::Generic {
+                store: "S3",
+                source: format!(
+                    "no AWS credentials for S3: {}",
+                    aws_sdk_glue::error::DisplayErrorContext(&e)
+                )
+                .into(),
+            }
+        })?;
+        let credential = Arc::new(AwsCredential {
+            key_id: fresh.access_key_id().to_string(),
+            secret_key: fresh.secret_access_key().to_string(),
+            token: fresh.session_token().map(str::to_string),
+        });
+        *cached = Some((credential.clone(), fresh.expiry()));
+        Ok(credential)
+    }
+}

@@ -1,0 +1,640 @@
+//! The `glue-sync` function: an event in, one sync per announced table, a response out.
+//! Used by the Lambda function and by `lakemirror invoke glue-sync`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::{FutureExt, StreamExt};
+
+use serde_json::{Value, json};
+
+use aws_lambda_events::event::sqs::SqsBatchResponse;
+use iceberg::spec::FormatVersion;
+use lakemirror_iceberg::fanout::{self, FanOutPlan};
+use lakemirror_iceberg::status::Mirror;
+use lakemirror_iceberg::verify::{VerifyRequest, verify};
+use lakemirror_iceberg::writer::PartWritten;
+use lakemirror_iceberg::{GlueSyncRequest, Lakehouse, OnMissingSource, SyncReport, glue_sync};
+use lakemirror_plan::parse_format_version;
+use lakemirror_plan::target::{NameFrom, allowed_names};
+use lakemirror_storage::IoCounters;
+use lakemirror_storage::uri::{allowed_by, table_prefixes};
+
+use crate::dead_letter::{DeadLetters, Parked};
+use crate::error::{Error, Result};
+use crate::trigger::{
+    Delivery, FanOutStep, LambdaInput, TableTrigger, batch_response, table_triggers,
+};
+
+/// Configuration of the glue-sync function, from its environment.
+#[derive(Debug, Clone)]
+pub struct GlueSyncConfig {
+    /// `GLUE_DATABASE`: where mirrored tables go (a Delta table's `lakemirror.glue.database`
+    /// property overrides it).
+    pub database: String,
+    /// `TABLE_PREFIXES`: comma-separated `s3://bucket/prefix` roots to mirror; empty = all.
+    pub table_prefixes: Vec<String>,
+    /// `DEAD_LETTER_QUEUE_URL`: where events that can never succeed are parked. Without it
+    /// they are reported as failures, and the queue's redrive policy parks them after
+    /// `maxReceiveCount` attempts.
+    pub dead_letter_queue_url: Option<String>,
+    /// `ICEBERG_FORMAT_VERSION`: 2 (default) or 3, for tables created from now on; a Delta
+    /// table's `lakemirror.iceberg.format-version` property overrides it.
+    pub format_version: FormatVersion,
+    /// `ON_MISSING_SOURCE`: `keep` (default: the event is parked as "source table missing")
+    /// or `drop` (the Glue table of a Delta table that is gone is deleted).
+    pub on_missing_source: OnMissingSource,
+    /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's `lakemirror.glue.*`
+    /// properties may choose (a regex); unset: the properties are ignored.
+    pub allowed_databases: Option<regex::Regex>,
+    /// `TABLE_NAME_FROM_PATH`: `folder` (default) or `path`.
+    pub name_from: NameFrom,
+    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
+    /// groups of about this many (default 250,000; about 2 KB of memory per file).
+    pub bootstrap_group_files: u64,
+}
+
+impl GlueSyncConfig {
+    /// The configuration from `setting` (the function's environment variables).
+    pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
+        let database = var("GLUE_DATABASE").ok_or_else(|| {
+            Error::setting(
+                "GLUE_DATABASE",
+                "is not set: name the Glue database that receives mirrored tables",
+            )
+        })?;
+        let table_prefixes = table_prefixes(var("TABLE_PREFIXES").as_deref());
+        let format_version = match var("ICEBERG_FORMAT_VERSION") {
+            None => FormatVersion::V2,
+            Some(value) => parse_format_version(&value).ok_or_else(|| {
+                Error::setting(
+                    "ICEBERG_FORMAT_VERSION",
+                    format!("{value:?}: allowed values are 2 and 3"),
+                )
+            })?,
+        };
+        let on_missing_source = match var("ON_MISSING_SOURCE") {
+            None => OnMissingSource::Keep,
+            Some(value) => value
+                .parse()
+                .map_err(|e| Error::setting("ON_MISSING_SOURCE", e))?,
+        };
+        Ok(Self {
+            database,
+            table_prefixes,
+            dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
+            format_version,
+            on_missing_source,
+            allowed_databases: allowed_names(
+                var("ALLOWED_GLUE_DATABASES").as_deref(),
+                "ALLOWED_GLUE_DATABASES",
+            )?,
+            name_from: match var("TABLE_NAME_FROM_PATH") {
+                None => NameFrom::Folder,
+                Some(value) => value
+                    .parse()
+                    .map_err(|e| Error::setting("TABLE_NAME_FROM_PATH", e))?,
+            },
+            bootstrap_group_files: match var("BOOTSTRAP_GROUP_FILES") {
+                None => fanout::BOOTSTRAP_GROUP_FILES,
+                Some(value) => value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::setting(
+                            "BOOTSTRAP_GROUP_FILES",
+                            format!("{value:?}: give a number of files above 0"),
+                        )
+                    })?,
+            },
+        })
+    }
+}
+
+/// What glue-sync answers.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum GlueSyncResponse {
+    /// To an SQS batch: the messages to redeliver; the others are done.
+    Batch(SqsBatchResponse),
+    /// To an event delivered directly (it fails as a whole when a retry may help).
+    Synced {
+        synced: Vec<SyncReport>,
+        parked: usize,
+    },
+    /// To the scheduled verify: one line per mirror.
+    Verified { verified: Vec<Verified> },
+    /// To a fan-out plan step: the plan every part and the finishing step take.
+    FanOutPlanned(FanOutPlan),
+    /// To a fan-out part.
+    FanOutPart(PartWritten),
+    /// To the finishing step of a fan-out.
+    FanOutFinished(SyncReport),
+}
+
+/// One mirror's outcome in the scheduled verify.
+#[derive(Debug, serde::Serialize)]
+pub struct Verified {
+    pub glue_table: String,
+    pub delta_table: String,
+    /// None when it could not be verified (see `error`).
+    pub equal: Option<bool>,
+    pub delta_version: Option<i64>,
+    pub difference_count: usize,
+    /// The first differences, as `file: message`.
+    pub differences: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// The glue-sync function: configuration and the two seams (stores and catalog), built once
+/// per process, and where events that can never succeed are parked.
+#[derive(Debug, Clone)]
+pub struct GlueSyncFunction {
+    pub config: GlueSyncConfig,
+    pub lake: Lakehouse,
+    pub dead_letters: Option<Arc<dyn DeadLetters>>,
+}
+
+impl GlueSyncFunction {
+    /// Handles one event. For SQS batches the response lists the messages to redeliver
+    /// (`batchItemFailures`): only those whose sync failed for a reason that may pass
+    /// (throttling, conflicts, 5xx). Messages that can never succeed are parked in the
+    /// dead-letter queue and logged once. Other events fail as a whole when a retry may help.
+    ///
+    /// The tables sync side by side ([`SYNCS_AT_ONCE`]). With a `deadline` (the
+    /// invocation's), no sync starts later than [`START_MARGIN`] before it, and a sync still
+    /// running [`RESPONSE_MARGIN`] before it is cut off: those tables are left for
+    /// redelivery, the others' messages are done. A sync cut off has made nothing visible
+    /// (the catalog points at new metadata only once all of it is written); what it wrote
+    /// is unreferenced.
+    pub async fn handle(
+        &self,
+        event: &LambdaInput,
+        deadline: Option<SystemTime>,
+    ) -> Result<GlueSyncResponse> {
+        // A deadline already past as the invocation starts is not a real one (`cargo lambda
+        // watch` hands out such deadlines); Lambda never does.
+        let deadline = deadline.filter(|d| *d > SystemTime::now());
+        if event.is_verify_tick() {
+            return self.verify_mirrors(deadline).await;
+        }
+        if let Some(step) = event.fan_out_step() {
+            return self.fan_out(step.map_err(Error::Event)?).await;
+        }
+        let deliveries = event.deliveries();
+        let is_sqs = event.is_sqs();
+        let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
+        let mut permanent: BTreeMap<Option<String>, Parking> = BTreeMap::new();
+        for d in deliveries.iter().filter(|d| d.unreadable.is_some()) {
+            let reason = d.unreadable.clone().unwrap_or_default();
+            tracing::error!(message_id = d.message_id.as_deref(), error = %reason, permanent = true, "unreadable message");
+            permanent.insert(d.message_id.clone(), Parking::unreadable(reason));
+        }
+        let mut synced = Vec::new();
+        let mut first_error = None;
+        // The tables of a batch sync side by side: one slow table does not keep the others
+        // waiting until the deadline cuts them off.
+        let outcomes: Vec<(TableTrigger, Outcome)> =
+            futures::stream::iter(table_triggers(&deliveries, &self.config.table_prefixes))
+                .enumerate()
+                .map(|(n, trigger)| async move {
+                    // The first syncs always start, so that every invocation makes progress.
+                    let first = n < SYNCS_AT_ONCE;
+                    let outcome = self.sync_before(&trigger, deadline, first).await;
+                    (trigger, outcome)
+                })
+                .buffer_unordered(SYNCS_AT_ONCE)
+                .collect()
+                .await;
+        for (trigger, outcome) in outcomes {
+            let ids: Vec<Option<String>> = if is_sqs {
+                trigger.message_ids.iter().cloned().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            match outcome {
+                Outcome::Synced(report) => synced.push(report),
+                Outcome::NotStarted => {
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
+                    retry.extend(ids);
+                }
+                Outcome::CutOff(budget) => {
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; the event will be retried");
+                    retry.extend(ids);
+                }
+                Outcome::Failed(e) if e.is_retryable() => {
+                    println!("{}", sync_failed_metric(&trigger.table_uri()));
+                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
+                    retry.extend(ids);
+                    first_error.get_or_insert(e);
+                }
+                Outcome::Failed(e) => {
+                    println!("{}", sync_failed_metric(&trigger.table_uri()));
+                    tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
+                    if let Error::Iceberg(lakemirror_iceberg::Error::SourceMissing {
+                        glue_table,
+                        ..
+                    }) = &e
+                    {
+                        println!("{}", source_missing_metric(glue_table));
+                    }
+                    let parking = Parking::failed(&trigger, &e);
+                    for id in ids {
+                        permanent.entry(id).or_insert_with(|| parking.clone());
+                    }
+                }
+            }
+        }
+        let mut parked = 0;
+        // A message that must be retried for one table is not parked for another.
+        permanent.retain(|id, _| !retry.contains(id));
+        for (id, parking) in permanent {
+            let body = deliveries
+                .iter()
+                .find(|d| d.message_id == id)
+                .map_or("", |d: &Delivery| d.body.as_str());
+            match self.park(body, &parking).await {
+                Ok(()) => parked += 1,
+                Err(e) => {
+                    retry.insert(id);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if is_sqs {
+            return Ok(GlueSyncResponse::Batch(batch_response(
+                retry.into_iter().flatten(),
+            )));
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(GlueSyncResponse::Synced { synced, parked }),
+        }
+    }
+
+    /// One step of a fanned-out bootstrap (the `FanOutBootstrap` state machine), for a
+    /// table under `TABLE_PREFIXES` mirrored into this function's database (or one
+    /// `ALLOWED_GLUE_DATABASES` lets a table choose).
+    async fn fan_out(&self, step: FanOutStep) -> Result<GlueSyncResponse> {
+        let counters = Arc::new(IoCounters::default());
+        let refused = |table_uri: &str| {
+            Error::NotAllowed(format!(
+                "{table_uri} is not under TABLE_PREFIXES ({}): this function does not mirror it",
+                self.config.table_prefixes.join(",")
+            ))
+        };
+        let allowed = |uri: &str| allowed_by(&self.config.table_prefixes, uri);
+        let checked = |plan: &FanOutPlan| -> Result<()> {
+            if !allowed(&plan.table_uri) {
+                return Err(refused(&plan.table_uri));
+            }
+            let database_allowed = plan.database == self.config.database
+                || self
+                    .config
+                    .allowed_databases
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(&plan.database));
+            if !database_allowed {
+                return Err(Error::NotAllowed(format!(
+                    "the fan-out plan names Glue database {}, which this function may not write (GLUE_DATABASE={}, ALLOWED_GLUE_DATABASES)",
+                    plan.database, self.config.database
+                )));
+            }
+            Ok(())
+        };
+        match step {
+            FanOutStep::FanOutPlan { table_uri, parts } => {
+                if !allowed(&table_uri) {
+                    return Err(refused(&table_uri));
+                }
+                let request = GlueSyncRequest {
+                    table_uri,
+                    database: self.config.database.clone(),
+                    table: None,
+                    metadata_uri: None,
+                    to_version: None,
+                    known_version: None,
+                    format_version: self.config.format_version,
+                    on_missing_source: self.config.on_missing_source,
+                    allowed_databases: self.config.allowed_databases.clone(),
+                    name_from: self.config.name_from,
+                    bootstrap_group_files: self.config.bootstrap_group_files,
+                };
+                let plan = fanout::plan(&self.lake.stores, &request, parts, counters).await?;
+                tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
+                Ok(GlueSyncResponse::FanOutPlanned(plan))
+            }
+            FanOutStep::FanOutPart { plan, part } => {
+                checked(&plan)?;
+                let written = fanout::run_part(&self.lake.stores, &plan, part, counters).await?;
+                Ok(GlueSyncResponse::FanOutPart(written))
+            }
+            FanOutStep::FanOutFinish { plan } => {
+                checked(&plan)?;
+                let report = fanout::finish(&self.lake, &plan, counters).await?;
+                tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", report.database, report.table), action = ?report.action, delta_version = ?report.delta_version, added_files = report.added_files, "finished a fanned-out bootstrap");
+                Ok(GlueSyncResponse::FanOutFinished(report))
+            }
+        }
+    }
+
+    /// The scheduled verify (`VerifySchedule`): every mirror of the function's Glue
+    /// database under its table prefixes is verified at its current version, side by side,
+    /// and each emits the `MirrorDrift` metric (0 equal, 1 a difference). A mirror that
+    /// cannot be verified is logged and answered with its error; mirrors not started
+    /// [`START_MARGIN`] before the deadline are left to the next tick.
+    async fn verify_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
+        let counters = Arc::new(IoCounters::default());
+        let (mirrors, unreadable) = lakemirror_iceberg::status::mirrors(
+            &self.lake,
+            &self.config.database,
+            &self.config.table_prefixes,
+            &counters,
+        )
+        .await?;
+        let mut verified: Vec<Verified> = futures::stream::iter(&mirrors)
+            .map(|mirror| async move {
+                let left =
+                    deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+                if left.is_some_and(|left| left < START_MARGIN) {
+                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to verify; left to the next tick");
+                    return None;
+                }
+                Some(self.verify_one(mirror).await)
+            })
+            .buffer_unordered(SYNCS_AT_ONCE)
+            .filter_map(|v| async move { v })
+            .collect()
+            .await;
+        for u in unreadable {
+            tracing::error!(glue_table = %u.table, error = %u.error, "cannot verify: the mirror's metadata is unreadable");
+            verified.push(Verified {
+                glue_table: u.table,
+                delta_table: String::new(),
+                equal: None,
+                delta_version: None,
+                difference_count: 0,
+                differences: Vec::new(),
+                error: Some(u.error),
+            });
+        }
+        verified.sort_by(|a, b| a.glue_table.cmp(&b.glue_table));
+        Ok(GlueSyncResponse::Verified { verified })
+    }
+
+    async fn verify_one(&self, mirror: &Mirror) -> Verified {
+        let request = VerifyRequest {
+            table_uri: mirror.delta_table_uri.clone(),
+            database: mirror.database.clone(),
+            table: Some(mirror.table.clone()),
+            metadata_uri: Some(mirror.metadata_uri.clone()),
+            version: None,
+            max_differences: 5,
+        };
+        let counters = Arc::new(IoCounters::default());
+        let mut line = Verified {
+            glue_table: mirror.glue_table(),
+            delta_table: mirror.delta_table_uri.clone(),
+            equal: None,
+            delta_version: None,
+            difference_count: 0,
+            differences: Vec::new(),
+            error: None,
+        };
+        match verify(&self.lake, &request, counters).await {
+            Ok(report) => {
+                println!("{}", drift_metric(&line.glue_table, !report.equal));
+                if report.equal {
+                    tracing::info!(glue_table = %line.glue_table, delta_version = report.delta_version, files = report.delta_files, "mirror verified equal");
+                } else {
+                    tracing::error!(glue_table = %line.glue_table, delta_version = report.delta_version, differences = report.difference_count, first = report.differences.first().map(|d| d.message_with_file()).as_deref(), "mirror drift: it differs from its Delta table; lakemirror verify lists how, and a rebuild (delete the Glue table, sync again) repairs it");
+                }
+                line.equal = Some(report.equal);
+                line.delta_version = Some(report.delta_version);
+                line.difference_count = report.difference_count;
+                line.differences = report
+                    .differences
+                    .iter()
+                    .map(|d| d.message_with_file())
+                    .collect();
+            }
+            Err(e) => {
+                tracing::error!(glue_table = %line.glue_table, error = %e, "cannot verify the mirror");
+                line.error = Some(e.to_string());
+            }
+        }
+        line
+    }
+
+    /// One table's sync, started (unless `first`) only while [`START_MARGIN`] is left before
+    /// the deadline, and cut off [`RESPONSE_MARGIN`] before it; a panic becomes a
+    /// classified error.
+    async fn sync_before(
+        &self,
+        trigger: &TableTrigger,
+        deadline: Option<SystemTime>,
+        first: bool,
+    ) -> Outcome {
+        let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+        if !first && left.is_some_and(|left| left < START_MARGIN) {
+            return Outcome::NotStarted;
+        }
+        let sync = AssertUnwindSafe(sync_one(&self.lake, &self.config, trigger)).catch_unwind();
+        let finished = match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
+            None => sync.await,
+            Some(budget) => match tokio::time::timeout(budget, sync).await {
+                Ok(finished) => finished,
+                Err(_) => return Outcome::CutOff(budget),
+            },
+        };
+        match finished {
+            Ok(Ok(report)) => Outcome::Synced(report),
+            Ok(Err(e)) => Outcome::Failed(e.into()),
+            Err(panic) => Outcome::Failed(Error::Bug {
+                table: trigger.table_uri(),
+                message: panic_message(panic.as_ref()),
+            }),
+        }
+    }
+
+    /// Parks a message that can never succeed, logging it once. Without a dead-letter queue
+    /// the failure is returned, so the platform's redrive policy parks it eventually.
+    async fn park(&self, body: &str, parking: &Parking) -> Result<()> {
+        let Some(queue) = &self.dead_letters else {
+            tracing::warn!(
+                "no DEAD_LETTER_QUEUE_URL: the event that cannot succeed is reported failed"
+            );
+            return Err(Error::Unparked(parking.reason.clone()));
+        };
+        queue
+            .park(&Parked {
+                body,
+                reason: &parking.reason,
+                table: parking.table.as_deref(),
+                delta_version: parking.delta_version,
+            })
+            .await?;
+        tracing::info!(table = parking.table.as_deref(), delta_version = parking.delta_version, dead_letter_queue = %queue.url(), "event parked in the dead-letter queue");
+        Ok(())
+    }
+}
+
+/// How one table's sync in a batch ended.
+enum Outcome {
+    Synced(SyncReport),
+    Failed(Error),
+    /// Too close to the deadline to start.
+    NotStarted,
+    /// Still running when its time (this budget) ran out.
+    CutOff(Duration),
+}
+
+/// Syncs of one batch that run at once.
+pub const SYNCS_AT_ONCE: usize = 4;
+
+/// No sync starts when less than this is left before the invocation's deadline.
+pub const START_MARGIN: Duration = Duration::from_secs(10);
+/// A sync is cut off this long before the invocation's deadline, which leaves the time to
+/// park messages and answer.
+pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
+
+/// Why a message is parked.
+#[derive(Debug, Clone)]
+struct Parking {
+    reason: String,
+    table: Option<String>,
+    delta_version: Option<i64>,
+}
+
+impl Parking {
+    fn unreadable(reason: String) -> Self {
+        Self {
+            reason,
+            table: None,
+            delta_version: None,
+        }
+    }
+
+    fn failed(trigger: &TableTrigger, error: &Error) -> Self {
+        Self {
+            reason: error.to_string(),
+            table: Some(trigger.table_uri()),
+            delta_version: Some(trigger.newest_version),
+        }
+    }
+}
+
+async fn sync_one(
+    lake: &Lakehouse,
+    config: &GlueSyncConfig,
+    trigger: &TableTrigger,
+) -> lakemirror_iceberg::Result<SyncReport> {
+    let counters = Arc::new(IoCounters::default());
+    let request = GlueSyncRequest {
+        table_uri: trigger.table_uri(),
+        database: config.database.clone(),
+        table: None,
+        metadata_uri: None,
+        to_version: None,
+        known_version: Some(trigger.newest_version),
+        format_version: config.format_version,
+        on_missing_source: config.on_missing_source,
+        allowed_databases: config.allowed_databases.clone(),
+        name_from: config.name_from,
+        bootstrap_group_files: config.bootstrap_group_files,
+    };
+    let report = glue_sync(lake, &request, counters).await?;
+    let lag_ms = trigger.first_event_time_ms.map(|t| {
+        chrono::Utc::now()
+            .timestamp_millis()
+            .saturating_sub(t)
+            .max(0)
+    });
+    tracing::info!(
+        table = %trigger.table_uri(),
+        glue_table = %format!("{}.{}", report.database, report.table),
+        delta_version = report.delta_version,
+        snapshots = report.snapshots_committed,
+        added_files = report.added_files,
+        removed_files = report.removed_files,
+        duration_ms = report.elapsed_ms,
+        lag_ms,
+        "synced"
+    );
+    println!("{}", metric_line(&report, lag_ms));
+    Ok(report)
+}
+
+/// A CloudWatch embedded-metric-format record: a sync that failed (the `Table` dimension
+/// is the Delta table's URI, as its Glue name may be unknown when the sync fails early).
+fn sync_failed_metric(table_uri: &str) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "SyncFailed", "Unit": "Count" }] }]
+        },
+        "Table": table_uri,
+        "SyncFailed": 1,
+    })
+}
+
+/// A CloudWatch embedded-metric-format record of the scheduled verify: 1 when the mirror
+/// differs from its Delta table, 0 when it equals it.
+fn drift_metric(glue_table: &str, drift: bool) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "MirrorDrift", "Unit": "Count" }] }]
+        },
+        "Table": glue_table,
+        "MirrorDrift": u8::from(drift),
+    })
+}
+
+/// A CloudWatch embedded-metric-format record: a mirror whose Delta table is gone.
+fn source_missing_metric(glue_table: &str) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
+                                    "Metrics": [{ "Name": "SourceMissing", "Unit": "Count" }] }]
+        },
+        "Table": glue_table,
+        "SourceMissing": 1,
+    })
+}
+
+/// A CloudWatch embedded-metric-format record: sync duration and event-to-committed lag.
+fn metric_line(report: &SyncReport, lag_ms: Option<i64>) -> Value {
+    let mut metrics = vec![json!({ "Name": "SyncDuration", "Unit": "Milliseconds" })];
+    let mut record = json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]], "Metrics": [] }]
+        },
+        "Table": format!("{}.{}", report.database, report.table),
+        "SyncDuration": report.elapsed_ms,
+        "SnapshotsCommitted": report.snapshots_committed,
+    });
+    if let Some(lag) = lag_ms {
+        metrics.push(json!({ "Name": "SyncLag", "Unit": "Milliseconds" }));
+        record["SyncLag"] = json!(lag);
+    }
+    record["_aws"]["CloudWatchMetrics"][0]["Metrics"] = Value::Array(metrics);
+    record
+}

@@ -1,0 +1,69 @@
+//! The CLI's one error type: every library error, each printed with the flag that fixes it
+//! (the libraries name settings, never this tool's flags).
+
+/// Result alias of the CLI.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can stop a `lakemirror` command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Aws(#[from] lakemirror_aws::Error),
+    #[error(transparent)]
+    Iceberg(#[from] lakemirror_iceberg::Error),
+    #[error(transparent)]
+    Plan(#[from] lakemirror_plan::Error),
+    #[error(transparent)]
+    Lakebase(#[from] lakemirror_lakebase::Error),
+    #[error(transparent)]
+    Unity(#[from] lakemirror_unity::Error),
+    /// A function's handler failed (`lakemirror invoke`).
+    #[error("{0}")]
+    Function(lambda_runtime::Error),
+    /// The command line asks for something that cannot be done.
+    #[error("{0}")]
+    Usage(String),
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// The flag that fixes this error, when one does.
+    pub fn hint(&self) -> Option<&'static str> {
+        let iceberg = match self {
+            Error::Iceberg(e) => Some(e),
+            Error::Aws(lakemirror_aws::Error::Iceberg(e)) => Some(e),
+            Error::Function(e) => match e.downcast_ref::<lakemirror_aws::Error>() {
+                Some(lakemirror_aws::Error::Iceberg(e)) => Some(e),
+                _ => e.downcast_ref::<lakemirror_iceberg::Error>(),
+            },
+            _ => None,
+        };
+        let delta = match self {
+            Error::Lakebase(lakemirror_lakebase::Error::Delta(e)) => Some(e),
+            Error::Unity(lakemirror_unity::Error::Delta(e)) => Some(e),
+            _ => match iceberg {
+                Some(lakemirror_iceberg::Error::Delta(e)) => Some(e),
+                _ => None,
+            },
+        };
+        if let Some(lakemirror_delta::Error::NotADeltaTable(_)) = delta {
+            return Some("--table-uri");
+        }
+        match iceberg? {
+            lakemirror_iceberg::Error::SourceMissing { .. } => Some("--on-missing-source=drop"),
+            lakemirror_iceberg::Error::NoSuchDatabase(_) => Some("--glue-database"),
+            lakemirror_iceberg::Error::CatalogState(_)
+            | lakemirror_iceberg::Error::NotAMirror(_) => Some("--glue-table"),
+            _ => None,
+        }
+    }
+
+    /// Prints `error: <message> (<flag>)` on stderr.
+    pub fn print(&self) {
+        match self.hint() {
+            Some(flag) => eprintln!("error: {self} ({flag})"),
+            None => eprintln!("error: {self}"),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The `lakemirror` command line: the same code as the Lambda functions, for back-fills,
+//! checks and local runs. One file per subcommand; this one parses the command line, builds
+//! the AWS configuration and the object stores once, and prints errors with the flags that
+//! fix them.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use lakemirror_aws::{GlueCatalog, config};
+use lakemirror_iceberg::Lakehouse;
+use lakemirror_storage::{ObjectStores, crash};
+
+mod error;
+mod fan_out;
+mod glue_sync;
+mod invoke;
+mod lakebase_sync;
+mod status;
+mod unity;
+mod unity_register;
+mod verify;
+
+pub use error::{Error, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "lakemirror",
+    version,
+    about = "Keep a Delta Lake table readable everywhere: as an Iceberg table in AWS Glue over the same Parquet files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bring the Iceberg table in AWS Glue to the Delta table's newest version, one Iceberg
+    /// snapshot per Delta version. Safe to re-run and to run concurrently.
+    ///
+    /// AWS settings come from the standard chain and environment: AWS_REGION,
+    /// AWS_ENDPOINT_URL (e.g. a local moto), AWS_ALLOW_HTTP=true for plain http.
+    /// The last line on stdout is a JSON report; progress goes to stderr.
+    ///
+    /// With --discover s3://bucket/prefix instead of --table-uri: find every Delta table
+    /// under the prefix (folders holding _delta_log/; the walk never enters a table, nor
+    /// hidden _… or .… folders, nor key=value partition folders) and mirror each, with a
+    /// progress bar on a terminal (plain lines otherwise), a summary table at the end, and
+    /// exit status 1 when any table failed. --dry-run lists them and their Glue names.
+    GlueSync(glue_sync::Args),
+    /// Prove that a mirror equals its Delta table at a version, from metadata alone (the
+    /// Delta log, the Iceberg metadata, manifest list and manifests; no data rows): the
+    /// snapshot of that version holds exactly the active files, with their sizes, record
+    /// counts and partition values; each file's deleted rows equal its delete files' rows;
+    /// the snapshot mirrors that very commit of that very table under the mapped schema; and
+    /// every snapshot's delta.version is newer than its parent's.
+    ///
+    /// The last line on stdout is a JSON report listing each difference. Exit status: 0 equal,
+    /// 1 a difference (drift), 2 could not verify (no mirror, no such version, a read failed).
+    Verify(verify::Args),
+    /// Which mirrors are behind or failing: one line per mirror in the Glue database (a
+    /// Glue Iceberg table whose metadata names its Delta table): the Delta version it holds
+    /// and when that was committed, the newest Delta version (probed by name, commit files
+    /// only, never a listing), the lag in versions and time (how long the oldest commit the
+    /// mirror lacks has waited), and the newest error the dead-letter queue holds for it.
+    ///
+    /// States: caught-up, behind, source-missing (the Delta log is gone), unreadable.
+    /// Reading the dead-letter queue is a peek: the messages stay in it, visible to others.
+    Status(status::Args),
+    /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
+    /// low-latency reads: all tables of a TOML config file (--config), or one table given by
+    /// flags. A full refresh loads the newest Delta version with binary COPY into a new table
+    /// and swaps it in within one transaction (grants kept). An incremental sync applies the
+    /// commits since the synced version by primary key (deletes, inserts, updates, added
+    /// columns) in one transaction; it refreshes fully the first time and when the commits
+    /// are gone from the log. lakemirror.sync_state records the version in the same
+    /// transaction. One JSON report line per table on stdout.
+    ///
+    /// Connection: --postgres-url, else the libpq environment (PGHOST, PGPORT, PGUSER,
+    /// PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT). sslmode require encrypts,
+    /// verify-full also checks the server's certificate and name. A Lakebase OAuth token works
+    /// as the password. The password never appears in output.
+    LakebaseSync(lakebase_sync::Args),
+    /// Register a Delta table in Unity Catalog as an EXTERNAL DELTA table (columns from the
+    /// Delta schema, partition columns, the Delta table properties), or bring its entry in
+    /// line after a schema change: the OSS API cannot update columns, so the entry is deleted
+    /// and re-created with its properties and comment (the data is never touched). Safe to
+    /// re-run and to run concurrently. The Delta table properties lakemirror.unity.catalog,
+    /// .schema and .table choose the name; lakemirror.unity.enabled=false opts out.
+    /// The last line on stdout is a JSON report.
+    UnityRegister(unity_register::Args),
+    /// Bootstrap one very large mirror in parts that run in parallel (processes here, a
+    /// Step Functions Distributed Map in AWS): `plan` fixes the Delta version, the Glue
+    /// table and the bucket layout and prints the plan as JSON; each `part` (any order, on
+    /// any machine, again after a failure) writes the manifests of its buckets; `finish`
+    /// commits one snapshot of all of them to Glue, as a new history (like a rebuild).
+    ///
+    ///   lakemirror fan-out plan --table-uri s3://lake/t --glue-database db --parts 8 > plan.json
+    ///   for p in $(seq 0 7); do lakemirror fan-out part --plan plan.json --part $p & done; wait
+    ///   lakemirror fan-out finish --plan plan.json
+    FanOut {
+        #[command(subcommand)]
+        step: fan_out::Step,
+    },
+    /// Run a Lambda function's handler in this process on an event file: the same code
+    /// the deployed function runs, without Docker or `sam local`.
+    Invoke {
+        #[command(subcommand)]
+        function: invoke::Function,
+    },
+}
+
+/// What every subcommand shares, built once per run: one AWS configuration for every client
+/// and every S3 store (profiles, SSO, credential_process, web identity, container and instance
+/// credentials), and the stores themselves.
+pub struct Context {
+    pub aws: lakemirror_aws::SdkConfig,
+    pub stores: ObjectStores,
+}
+
+impl Context {
+    /// The stores and the Glue catalog.
+    pub fn lake(&self) -> Lakehouse {
+        Lakehouse {
+            stores: self.stores.clone(),
+            catalog: Arc::new(GlueCatalog::new(&self.aws)),
+        }
+    }
+}
+
+/// The process's environment, where the AWS settings and the functions' variables come from.
+pub fn environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKEMIRROR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("lakemirror=info")),
+        )
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    crash::arm(environment(crash::CRASH_AT));
+    let cli = Cli::parse();
+    let aws = config::load().await;
+    let context = Context {
+        stores: config::object_stores(&aws, &environment),
+        aws,
+    };
+    let outcome = match cli.command {
+        Command::GlueSync(args) => return glue_sync::run(&context, args).await,
+        Command::Verify(args) => return verify::run(&context, args).await,
+        Command::Status(args) => return status::run(&context, args).await,
+        Command::LakebaseSync(args) => lakebase_sync::run(&context, args).await,
+        Command::UnityRegister(args) => unity_register::run(&context, args).await,
+        Command::FanOut { step } => fan_out::run(&context, step).await,
+        Command::Invoke { function } => invoke::run(&context, function).await,
+    };
+    match outcome {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            e.print();
+            ExitCode::FAILURE
+        }
+    }
+}

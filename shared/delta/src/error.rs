@@ -1,0 +1,65 @@
+//! The Delta crate's one error type.
+
+use std::fmt;
+
+/// Result alias of lakemirror-delta.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Reading the Delta log failed, or the log holds what lakemirror cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an object of the table failed.
+    #[error(transparent)]
+    Storage(#[from] lakemirror_storage::Error),
+
+    /// The Delta table uses a protocol feature lakemirror does not handle yet. Permanent.
+    #[error(
+        "Delta table {table} uses the {feature} feature, which lakemirror does not mirror yet; nothing was written. Mirror another table or upgrade lakemirror"
+    )]
+    UnsupportedFeature { table: String, feature: String },
+
+    /// The Delta log is unreadable or contradicts itself. Permanent until the log is repaired.
+    #[error("Delta log of {table} is not usable: {reason}")]
+    MalformedLog { table: String, reason: String },
+
+    /// No Delta table at the given location.
+    #[error(
+        "no Delta table at {0}: there is no _delta_log with commits there; the table URI must be the folder that contains _delta_log"
+    )]
+    NotADeltaTable(String),
+
+    /// A version asked for that the log does not hold.
+    #[error("Delta version {version} of {table} {}", match newest { Some(n) => format!("does not exist (newest is {n})"), None => "is not in the log".to_string() })]
+    NoSuchVersion {
+        table: String,
+        version: i64,
+        newest: Option<i64>,
+    },
+
+    /// A Parquet file (a checkpoint) could not be decoded.
+    #[error("Parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+}
+
+impl Error {
+    /// Whether reading again may succeed without anyone changing anything.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Storage(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The log of `table` is not usable, for `reason`.
+    pub fn malformed(table: impl fmt::Display, reason: impl fmt::Display) -> Self {
+        Error::MalformedLog {
+            table: table.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Whether the object asked for does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Storage(e) if e.is_not_found())
+    }
+}

@@ -1,0 +1,25 @@
+//! lakemirror-delta: the Delta transaction log, read the way the protocol says and never by
+//! listing data folders. Actions ([`actions`]) and the table schema ([`schema`]), log
+//! replay into the active file set ([`replay`]), deletion vectors ([`deletion_vector`]),
+//! checkpoints ([`checkpoint`]), the log folder on storage ([`log`]), and the checks that a
+//! Parquet footer nobody vouches for is safe to decode ([`footer`]).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod actions;
+pub mod checkpoint;
+pub mod deletion_vector;
+mod error;
+pub mod footer;
+pub mod log;
+pub mod replay;
+pub mod schema;
+#[cfg(any(test, feature = "test-tables"))]
+pub mod test_tables;
+
+pub use actions::{Add, DeltaCommit, Metadata, Protocol, Remove};
+pub use error::{Error, Result};
+pub use log::{CommitsSince, DeltaLog, DeltaSnapshot, TableDefinition};
+pub use replay::{ActiveFileSet, FileAction, FileFilter};

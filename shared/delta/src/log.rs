@@ -1,0 +1,757 @@
+//! The `_delta_log` folder on storage: which versions exist, commits and checkpoints.
+//!
+//! Only `_delta_log/` is ever listed; data files come from the log alone.
+
+use futures::{StreamExt, TryStreamExt, stream};
+use serde::Deserialize;
+
+use crate::actions::{ActionLine, DeltaCommit, Metadata, Protocol};
+use crate::checkpoint::{
+    SparseFile, definition_actions, definition_chunk_ranges, footer_start,
+    for_each_checkpoint_action, json_actions,
+};
+use crate::error::{Error, Result};
+use crate::replay::{ActiveFileSet, FileFilter};
+use lakemirror_storage::TableStorage;
+
+/// Commit files read at once.
+const FETCH_CONCURRENCY: usize = 16;
+/// The largest commit file read into memory (a commit of a million files with stats is
+/// about 1 GB): above it the sync stops with a clear error instead of running out of memory
+/// and holding up every other table of its batch.
+pub const MAX_COMMIT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// What a file in `_delta_log/` is, judged by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFileKind {
+    Commit(i64),
+    /// Classic checkpoint; `parts` is `Some((part, of))` for multi-part checkpoints.
+    Checkpoint {
+        version: i64,
+        parts: Option<(u32, u32)>,
+    },
+    /// UUID-named (v2) checkpoint.
+    V2Checkpoint(i64),
+    /// `.crc`, `_last_checkpoint`, compacted logs, temporary files, sidecars...
+    Other,
+}
+
+/// Classifies a file name (the last path segment) in `_delta_log/`.
+pub fn classify(name: &str) -> LogFileKind {
+    let Some((digits, rest)) = name.split_at_checked(20) else {
+        return LogFileKind::Other;
+    };
+    let Ok(version) = digits.parse::<i64>() else {
+        return LogFileKind::Other;
+    };
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return LogFileKind::Other;
+    }
+    match rest {
+        ".json" => LogFileKind::Commit(version),
+        ".checkpoint.parquet" => LogFileKind::Checkpoint {
+            version,
+            parts: None,
+        },
+        _ => {
+            let Some(tail) = rest.strip_prefix(".checkpoint.") else {
+                return LogFileKind::Other;
+            };
+            let stem = tail
+                .strip_suffix(".parquet")
+                .or_else(|| tail.strip_suffix(".json"));
+            let Some(stem) = stem else {
+                return LogFileKind::Other;
+            };
+            let numbers: Vec<_> = stem.split('.').collect();
+            match numbers.as_slice() {
+                [part, of] if tail.ends_with(".parquet") => match (part.parse(), of.parse()) {
+                    (Ok(part), Ok(of)) => LogFileKind::Checkpoint {
+                        version,
+                        parts: Some((part, of)),
+                    },
+                    _ => LogFileKind::Other,
+                },
+                [_uuid] => LogFileKind::V2Checkpoint(version),
+                _ => LogFileKind::Other,
+            }
+        }
+    }
+}
+
+/// The table at one version, rebuilt from a checkpoint and commits.
+#[derive(Debug, Clone)]
+pub struct DeltaSnapshot {
+    pub version: i64,
+    pub timestamp_ms: i64,
+    pub active: ActiveFileSet,
+    /// [`DeltaCommit::content_hash`] of commit `version`, when it was read (not when the
+    /// version exists only as a checkpoint).
+    pub commit_hash: Option<u64>,
+}
+
+impl DeltaSnapshot {
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.active.metadata.as_ref()
+    }
+    pub fn protocol(&self) -> Option<&Protocol> {
+        self.active.protocol.as_ref()
+    }
+}
+
+/// Commits found after a version.
+#[derive(Debug)]
+pub enum CommitsSince {
+    /// Every commit from the next version up to the target, in order (maybe none).
+    Contiguous(Vec<DeltaCommit>),
+    /// The commit right after the version is gone (log cleanup): rebuild from a checkpoint.
+    Gap { first_available: Option<i64> },
+}
+
+#[derive(Deserialize)]
+struct LastCheckpoint {
+    version: i64,
+    /// Actions in the checkpoint (optional in the protocol).
+    size: Option<u64>,
+}
+
+/// Reads the `_delta_log` of one table.
+#[derive(Debug, Clone)]
+pub struct DeltaLog {
+    table: TableStorage,
+}
+
+impl DeltaLog {
+    pub fn new(table: TableStorage) -> Self {
+        Self { table }
+    }
+
+    pub fn table(&self) -> &TableStorage {
+        &self.table
+    }
+
+    fn log_dir(&self) -> String {
+        self.table.location("_delta_log/")
+    }
+
+    fn log_file(&self, name: &str) -> String {
+        self.table.location(&format!("_delta_log/{name}"))
+    }
+
+    /// The location of the commit file of `version`.
+    pub fn commit_file(&self, version: i64) -> String {
+        self.log_file(&format!("{version:020}.json"))
+    }
+
+    fn malformed(&self, reason: impl std::fmt::Display) -> Error {
+        Error::malformed(self.table.root_uri(), reason)
+    }
+
+    /// Log files after version `after` (all when None), classified, in version order.
+    async fn list(
+        &self,
+        after: Option<i64>,
+    ) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
+        // Keys sort by their zero-padded version, so `<after>.zzz` sorts after every file
+        // of version `after` and before those of `after + 1`.
+        let offset = after.map(|v| self.log_file(&format!("{v:020}.zzz")));
+        let listed = self
+            .table
+            .list_after(&self.log_dir(), offset.as_deref())
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|meta| {
+                let name = meta.location.filename()?.to_string();
+                // Only direct children of _delta_log (not _sidecars/, _commits/).
+                let parent_is_log = meta.location.as_ref().rsplit('/').nth(1) == Some("_delta_log");
+                let kind = classify(&name);
+                (parent_is_log && kind != LogFileKind::Other).then_some((kind, meta))
+            })
+            .collect())
+    }
+
+    async fn read_commit(
+        &self,
+        version: i64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<DeltaCommit> {
+        let location = self.table.location_of_key(&meta.location);
+        let (bytes, _) = self
+            .table
+            .get_at_most(&location, MAX_COMMIT_BYTES)
+            .await?
+            .ok_or_else(|| self.malformed(format!("commit {version} vanished while reading")))?;
+        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
+            .map_err(|reason| self.malformed(reason))
+    }
+
+    /// The commits after `version` up to `target` (newest when None). `known` is a version
+    /// the log is known to hold (the commit an event announced): without a target, the
+    /// commits up to it are read and newer ones are left to their own events.
+    ///
+    /// Commit files are fetched by name and the log is listed only when a name is missing
+    /// (nothing new, or cleaned up) or more than one commit is new and nothing bounds them:
+    /// a LIST costs more than a GET on S3, and some stores list in time that grows with
+    /// the bucket, while the usual sync has one new commit.
+    pub async fn commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+        known: Option<i64>,
+    ) -> Result<CommitsSince> {
+        if target.is_some_and(|t| t <= version) {
+            return Ok(CommitsSince::Contiguous(Vec::new()));
+        }
+        let named = target.or(known.filter(|k| *k > version));
+        if let Some(last) = named {
+            if let Some(commits) = self.fetch_commits(version + 1, last).await? {
+                return Ok(CommitsSince::Contiguous(commits));
+            }
+        } else if let Some(first) = self.fetch_commit(version + 1).await? {
+            let Some(second) = self.fetch_commit(version + 2).await? else {
+                return Ok(CommitsSince::Contiguous(vec![first]));
+            };
+            // Catching up on several commits: list the rest.
+            if let CommitsSince::Contiguous(rest) =
+                self.listed_commits_since(version + 2, None).await?
+            {
+                return Ok(CommitsSince::Contiguous(
+                    [first, second].into_iter().chain(rest).collect(),
+                ));
+            }
+        }
+        self.listed_commits_since(version, target).await
+    }
+
+    /// Commit `version`, if its file exists.
+    async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
+        let location = self.log_file(&format!("{version:020}.json"));
+        let Some((bytes, meta)) = self.table.get_at_most(&location, MAX_COMMIT_BYTES).await? else {
+            return Ok(None);
+        };
+        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
+            .map(Some)
+            .map_err(|reason| self.malformed(reason))
+    }
+
+    /// Commits `first..=last`, fetched by name; None when one of them does not exist.
+    async fn fetch_commits(&self, first: i64, last: i64) -> Result<Option<Vec<DeltaCommit>>> {
+        let fetched: Vec<Option<DeltaCommit>> = stream::iter(first..=last)
+            .map(|v| self.fetch_commit(v))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(fetched.into_iter().collect())
+    }
+
+    /// [`Self::commits_since`] from a listing of the log.
+    async fn listed_commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+    ) -> Result<CommitsSince> {
+        let listed = self.list(Some(version)).await?;
+        let mut wanted = Vec::new();
+        let mut expected = version + 1;
+        for (kind, meta) in &listed {
+            let LogFileKind::Commit(v) = *kind else {
+                continue;
+            };
+            if target.is_some_and(|t| v > t) {
+                break;
+            }
+            if v != expected {
+                if wanted.is_empty() {
+                    return Ok(CommitsSince::Gap {
+                        first_available: Some(v),
+                    });
+                }
+                return Err(self.malformed(format!("commit {expected} is missing but {v} exists")));
+            }
+            wanted.push((v, meta));
+            expected += 1;
+        }
+        // A checkpoint past `version` without the commits before it: they were cleaned up.
+        let in_range = |v: i64| v > version && target.is_none_or(|t| v <= t);
+        if wanted.is_empty()
+            && listed.iter().any(|(kind, _)| match *kind {
+                LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v) => {
+                    in_range(v)
+                }
+                _ => false,
+            })
+        {
+            return Ok(CommitsSince::Gap {
+                first_available: None,
+            });
+        }
+        let commits: Vec<DeltaCommit> = stream::iter(wanted)
+            .map(|(v, meta)| self.read_commit(v, meta))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        if let Some(t) = target
+            && commits.last().map(|c| c.version) != Some(t)
+        {
+            return Err(Error::NoSuchVersion {
+                table: self.table.root_uri().to_string(),
+                version: t,
+                newest: Some(commits.last().map_or(version, |c| c.version)),
+            });
+        }
+        Ok(CommitsSince::Contiguous(commits))
+    }
+
+    /// Rebuilds the table at `target` (newest when None) from the newest complete
+    /// checkpoint at or before it plus the JSON commits after that checkpoint.
+    pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
+        self.rebuild(target, Reading::Everything, ActiveFileSet::default())
+            .await
+    }
+
+    /// [`Self::snapshot`] holding only the data files `filter` keeps (one part of a
+    /// fanned-out bootstrap): the others are let go as they are read.
+    pub async fn snapshot_of(
+        &self,
+        target: Option<i64>,
+        filter: FileFilter,
+    ) -> Result<DeltaSnapshot> {
+        self.rebuild(target, Reading::Everything, ActiveFileSet::filtered(filter))
+            .await
+    }
+
+    /// The newest version's metaData and protocol, without its files: of a Parquet
+    /// checkpoint only the footer and those two columns are read (ranged requests), so the
+    /// cost does not grow with the number of files in the table.
+    pub async fn definition(&self) -> Result<TableDefinition> {
+        let snapshot = self
+            .rebuild(None, Reading::Definition, ActiveFileSet::default())
+            .await?;
+        match (snapshot.active.metadata, snapshot.active.protocol) {
+            (Some(metadata), Some(protocol)) => Ok(TableDefinition {
+                version: snapshot.version,
+                metadata,
+                protocol,
+            }),
+            _ => Err(self.malformed("no metaData or protocol action")),
+        }
+    }
+
+    async fn rebuild(
+        &self,
+        target: Option<i64>,
+        reading: Reading,
+        mut active: ActiveFileSet,
+    ) -> Result<DeltaSnapshot> {
+        // `_last_checkpoint` is a hint that lets us list only the tail of the log.
+        let hint = match target {
+            None => self.last_checkpoint_version().await?,
+            Some(_) => None,
+        };
+        let mut listed = self.list(hint.map(|v| v - 1)).await?;
+        let has_base = |files: &[(LogFileKind, object_store::ObjectMeta)]| {
+            files.iter().any(|(k, _)| {
+                matches!(
+                    k,
+                    LogFileKind::Checkpoint { .. }
+                        | LogFileKind::V2Checkpoint(_)
+                        | LogFileKind::Commit(0)
+                )
+            })
+        };
+        if hint.is_some() && !has_base(&listed) {
+            tracing::warn!(
+                table = self.table.root_uri(),
+                "_last_checkpoint points to a missing checkpoint; reading the whole log"
+            );
+            listed = self.list(None).await?;
+        }
+        // A version whose commit was cleaned up but whose checkpoint is there still counts.
+        let newest = listed
+            .iter()
+            .filter_map(|(k, _)| match k {
+                LogFileKind::Commit(v) => Some(*v),
+                _ => None,
+            })
+            .chain(newest_complete_checkpoint(&listed, target.unwrap_or(i64::MAX)).map(|(v, _)| v))
+            .filter(|v| target.is_none_or(|t| *v <= t))
+            .max();
+        let Some(version) = newest else {
+            // With a target there was no hint, so `listed` is the whole log.
+            return Err(match target {
+                Some(t) if !listed.is_empty() => Error::NoSuchVersion {
+                    table: self.table.root_uri().to_string(),
+                    version: t,
+                    newest: None,
+                },
+                _ => Error::NotADeltaTable(self.table.root_uri().to_string()),
+            });
+        };
+        if let Some(t) = target
+            && t != version
+        {
+            return Err(Error::NoSuchVersion {
+                table: self.table.root_uri().to_string(),
+                version: t,
+                newest: Some(version),
+            });
+        }
+
+        let checkpoint = newest_complete_checkpoint(&listed, version);
+        let start = match &checkpoint {
+            Some((cp_version, parts)) => {
+                let started = std::time::Instant::now();
+                for (n, meta) in parts.iter().enumerate() {
+                    self.read_checkpoint_part(meta, &mut active, reading)
+                        .await?;
+                    // A large checkpoint reports each part read (a line per stage in
+                    // Lambda's log, progress on the CLI's stderr).
+                    if reading == Reading::Everything && started.elapsed() >= PROGRESS_AFTER {
+                        tracing::info!(
+                            table = self.table.root_uri(),
+                            part = n + 1,
+                            of = parts.len(),
+                            files = active.files.len(),
+                            elapsed_s = started.elapsed().as_secs(),
+                            "read the checkpoint"
+                        );
+                    }
+                }
+                cp_version + 1
+            }
+            None => 0,
+        };
+        let mut timestamp_ms = 0;
+        let mut commit_hash = None;
+        for v in start..=version {
+            let meta = listed
+                .iter()
+                .find_map(|(k, m)| (*k == LogFileKind::Commit(v)).then_some(m))
+                .ok_or_else(|| {
+                    self.malformed(format!(
+                        "commit {v} is missing and no checkpoint covers it (log cleaned up without a checkpoint?)"
+                    ))
+                })?;
+            let commit = self.read_commit(v, meta).await?;
+            timestamp_ms = commit.timestamp_ms;
+            commit_hash = Some(commit.content_hash);
+            active.apply(&commit);
+        }
+        if start > version {
+            // The snapshot is the checkpoint itself: take the time of its commit if listed.
+            timestamp_ms = listed
+                .iter()
+                .find_map(|(k, m)| {
+                    matches!(k, LogFileKind::Checkpoint { version: cv, .. } | LogFileKind::V2Checkpoint(cv) if *cv == version)
+                        .then_some(m)
+                })
+                .map_or(0, |m| m.last_modified.timestamp_millis());
+        }
+        if active.metadata.is_none() || active.protocol.is_none() {
+            return Err(self.malformed(format!(
+                "no metaData or protocol action up to version {version}"
+            )));
+        }
+        Ok(DeltaSnapshot {
+            version,
+            timestamp_ms,
+            active,
+            commit_hash,
+        })
+    }
+
+    /// [`DeltaCommit::content_hash`] of commit `version`; None when its file is gone.
+    pub async fn commit_hash(&self, version: i64) -> Result<Option<u64>> {
+        let location = self.log_file(&format!("{version:020}.json"));
+        Ok(self
+            .table
+            .get_if_exists(&location)
+            .await?
+            .map(|bytes| super::actions::content_hash(&bytes)))
+    }
+
+    /// The oldest version the log can rebuild the table at: 0 when its commit is there, else
+    /// the oldest complete checkpoint with every commit after it up to the newest.
+    pub async fn oldest_version(&self) -> Result<i64> {
+        let listed = self.list(None).await?;
+        let commits: std::collections::BTreeSet<i64> = listed
+            .iter()
+            .filter_map(|(k, _)| match k {
+                LogFileKind::Commit(v) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        let newest = commits.last().copied();
+        let contiguous_after =
+            |start: i64| newest.is_none_or(|n| (start + 1..=n).all(|v| commits.contains(&v)));
+        if commits.contains(&0) && contiguous_after(0) {
+            return Ok(0);
+        }
+        let mut checkpoints: Vec<i64> = listed
+            .iter()
+            .filter_map(|(k, _)| match *k {
+                LogFileKind::Checkpoint { version, .. } | LogFileKind::V2Checkpoint(version) => {
+                    Some(version)
+                }
+                _ => None,
+            })
+            .collect();
+        checkpoints.sort_unstable();
+        checkpoints.dedup();
+        checkpoints
+            .into_iter()
+            .find(|v| {
+                newest_complete_checkpoint(&listed, *v).is_some_and(|(cp, _)| cp == *v)
+                    && contiguous_after(*v)
+            })
+            .ok_or_else(|| Error::NotADeltaTable(self.table.root_uri().to_string()))
+    }
+
+    /// The number of actions `_last_checkpoint` says its checkpoint holds (about one per
+    /// data file of a large table), when it says.
+    pub async fn last_checkpoint_size(&self) -> Result<Option<u64>> {
+        Ok(self.last_checkpoint().await?.and_then(|hint| hint.size))
+    }
+
+    /// The version `_last_checkpoint` names (a hint: the checkpoint may be incomplete).
+    pub async fn last_checkpoint_version(&self) -> Result<Option<i64>> {
+        Ok(self.last_checkpoint().await?.map(|hint| hint.version))
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<LastCheckpoint>> {
+        let Some(bytes) = self
+            .table
+            .get_if_exists(&self.log_file("_last_checkpoint"))
+            .await?
+        else {
+            return Ok(None);
+        };
+        match serde_json::from_slice::<LastCheckpoint>(&bytes) {
+            Ok(hint) => Ok(Some(hint)),
+            Err(e) => {
+                tracing::warn!(table = self.table.root_uri(), error = %e, "_last_checkpoint is unreadable; reading the whole log");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn read_checkpoint_part(
+        &self,
+        meta: &object_store::ObjectMeta,
+        active: &mut ActiveFileSet,
+        reading: Reading,
+    ) -> Result<()> {
+        let location = self.table.location_of_key(&meta.location);
+        // A v2 checkpoint keeps its file actions in sidecars (metaData and protocol never).
+        let mut sidecars: Vec<String> = Vec::new();
+        // Applies one action; answers the sidecar it names.
+        let mut apply = |line: ActionLine| -> Option<String> {
+            if let Some(add) = line.add {
+                active.add(add);
+            }
+            if let Some(m) = line.meta_data {
+                active.metadata = Some(m);
+            }
+            if let Some(p) = line.protocol {
+                active.protocol = Some(p);
+            }
+            line.sidecar
+                .filter(|_| reading == Reading::Everything)
+                .map(|sidecar| sidecar.path)
+        };
+        let mut apply_part = |line: ActionLine| sidecars.extend(apply(line));
+        // Rows are applied as they are decoded: the checkpoint is never held as actions.
+        if location.ends_with(".json") {
+            let (bytes, _) = self.table.get(&location).await?;
+            json_actions(&bytes)
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?
+                .into_iter()
+                .for_each(&mut apply_part);
+        } else if reading == Reading::Definition {
+            self.checkpoint_definition(&location, meta.size)
+                .await?
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?
+                .into_iter()
+                .for_each(&mut apply_part);
+        } else {
+            let (bytes, _) = self.table.get(&location).await?;
+            for_each_checkpoint_action(bytes, &mut apply_part)
+                .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
+        }
+        for path in sidecars {
+            let sidecar = if path.contains("://") {
+                path
+            } else {
+                self.log_file(&format!("_sidecars/{path}"))
+            };
+            let (bytes, _) = self.table.get(&sidecar).await?;
+            for_each_checkpoint_action(bytes, |line| {
+                apply(line);
+            })
+            .map_err(|e| self.malformed(format!("sidecar {sidecar}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The metaData and protocol rows of a Parquet checkpoint: its footer and the chunks of
+    /// those two columns, by ranged reads. The file actions, the bulk of it, stay unread.
+    async fn checkpoint_definition(
+        &self,
+        location: &str,
+        size: u64,
+    ) -> Result<std::result::Result<Vec<ActionLine>, String>> {
+        if size < 12 {
+            return Ok(Err("too small to be Parquet".into()));
+        }
+        // One read usually holds the whole footer.
+        let tail_start = size.saturating_sub(TAIL_READ);
+        let tail = self.table.get_range(location, tail_start..size).await?;
+        let footer_start = match footer_start(&tail, size) {
+            Ok(start) => start,
+            Err(e) => return Ok(Err(e)),
+        };
+        let footer = if footer_start < tail_start {
+            self.table.get_range(location, footer_start..size).await?
+        } else {
+            tail.slice((footer_start - tail_start) as usize..)
+        };
+        let ranges = match definition_chunk_ranges(&footer, footer_start) {
+            Ok(ranges) => ranges,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut parts = stream::iter(ranges)
+            .map(|range| async move {
+                let start = range.start;
+                self.table
+                    .get_range(location, range)
+                    .await
+                    .map(|bytes| (start, bytes))
+            })
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await?;
+        parts.push((footer_start, footer));
+        Ok(definition_actions(SparseFile { len: size, parts }))
+    }
+}
+
+/// Reading a checkpoint for longer than this reports its progress.
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Bytes read from a checkpoint's end at first: a footer is rarely bigger.
+const TAIL_READ: u64 = 64 * 1024;
+
+/// What a snapshot reads of its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Everything,
+    /// metaData and protocol only.
+    Definition,
+}
+
+/// A table's schema, properties and protocol at one version, without its files.
+#[derive(Debug, Clone)]
+pub struct TableDefinition {
+    pub version: i64,
+    pub metadata: Metadata,
+    pub protocol: Protocol,
+}
+
+/// The newest checkpoint at or before `version` whose parts are all present.
+fn newest_complete_checkpoint(
+    listed: &[(LogFileKind, object_store::ObjectMeta)],
+    version: i64,
+) -> Option<(i64, Vec<object_store::ObjectMeta>)> {
+    let mut candidates: Vec<i64> = listed
+        .iter()
+        .filter_map(|(k, _)| match k {
+            LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v)
+                if *v <= version =>
+            {
+                Some(*v)
+            }
+            _ => None,
+        })
+        .collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    candidates.into_iter().rev().find_map(|cv| {
+        // One file holds the whole checkpoint: classic single-file, or v2 (UUID-named).
+        let single = listed.iter().find(|(k, _)| {
+            *k == LogFileKind::Checkpoint {
+                version: cv,
+                parts: None,
+            } || *k == LogFileKind::V2Checkpoint(cv)
+        });
+        if let Some((_, meta)) = single {
+            return Some((cv, vec![meta.clone()]));
+        }
+        // Multi-part: take the first `of` for which every part 1..=of is listed.
+        let mut parts: Vec<(u32, u32, object_store::ObjectMeta)> = listed
+            .iter()
+            .filter_map(|(k, m)| match k {
+                LogFileKind::Checkpoint {
+                    version: v,
+                    parts: Some((p, of)),
+                } if *v == cv => Some((*p, *of, m.clone())),
+                _ => None,
+            })
+            .collect();
+        parts.sort_by_key(|(p, of, _)| (*of, *p));
+        let total = parts.first().map(|(_, of, _)| *of)?;
+        let of_total: Vec<_> = parts
+            .into_iter()
+            .filter(|(_, of, _)| *of == total)
+            .collect();
+        let complete = of_total.len() == total as usize
+            && of_total
+                .iter()
+                .enumerate()
+                .all(|(i, (p, _, _))| *p as usize == i + 1);
+        complete.then(|| (cv, of_total.into_iter().map(|(_, _, m)| m).collect()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_log_file_names() {
+        assert_eq!(
+            classify("00000000000000000042.json"),
+            LogFileKind::Commit(42)
+        );
+        assert_eq!(
+            classify("00000000000000000010.checkpoint.parquet"),
+            LogFileKind::Checkpoint {
+                version: 10,
+                parts: None
+            }
+        );
+        assert_eq!(
+            classify("00000000000000000001.checkpoint.0000000002.0000000002.parquet"),
+            LogFileKind::Checkpoint {
+                version: 1,
+                parts: Some((2, 2))
+            }
+        );
+        assert_eq!(
+            classify(
+                "00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"
+            ),
+            LogFileKind::V2Checkpoint(2)
+        );
+        for other in [
+            "_last_checkpoint",
+            "00000000000000000042.crc",
+            ".00000000000000000042.json.crc",
+            "00000000000000000004.00000000000000000006.compacted.json",
+            ".00000000000000000042.json.tmp",
+            "0000000000000000004a.json",
+        ] {
+            assert_eq!(classify(other), LogFileKind::Other, "{other}");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Delta tables written by hand, for tests without Spark: commit files of `protocol`,
+//! `metaData`, `add` and `remove` actions as JSON lines, and JSON (v2) checkpoints, into any
+//! [`TableStorage`] (an in-memory one, usually). Data files are not written: every `add` says
+//! its `numRecords`, so nothing reads them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use lakemirror_storage::TableStorage;
+use serde_json::{Value, json};
+
+/// `protocol` of reader version 1, writer version 2.
+pub fn protocol() -> Value {
+    json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+}
+
+/// `protocol` of reader version 3 with `reader_features`.
+pub fn protocol_with_reader_features(reader_features: &[&str]) -> Value {
+    json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                        "readerFeatures": reader_features, "writerFeatures": reader_features}})
+}
+
+/// `metaData` of table `id`: `columns` as (name, Delta primitive type), nullable, and
+/// `partition_columns`.
+pub fn metadata(id: &str, columns: &[(&str, &str)], partition_columns: &[&str]) -> Value {
+    let fields: Vec<Value> = columns
+        .iter()
+        .map(|(name, ty)| json!({"name": name, "type": ty, "nullable": true, "metadata": {}}))
+        .collect();
+    let schema = json!({"type": "struct", "fields": fields}).to_string();
+    json!({"metaData": {"id": id, "format": {"provider": "parquet", "options": {}},
+                        "schemaString": schema, "partitionColumns": partition_columns,
+                        "configuration": {}, "createdTime": 1_700_000_000_000_i64}})
+}
+
+/// `add` of `path` (relative, URI-encoded) with `records` rows.
+pub fn add(path: &str, records: u64, partition_values: &[(&str, &str)]) -> Value {
+    let partition_values: serde_json::Map<String, Value> = partition_values
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({"add": {"path": path, "partitionValues": partition_values, "size": 1000 + records,
+                   "modificationTime": 1_700_000_000_000_i64, "dataChange": true,
+                   "stats": json!({"numRecords": records}).to_string()}})
+}
+
+/// `remove` of `path`.
+pub fn remove(path: &str) -> Value {
+    json!({"remove": {"path": path, "deletionTimestamp": 1_700_000_000_000_i64, "dataChange": true}})
+}
+
+/// `_delta_log/<version>.json` holding `actions`, one per line.
+pub async fn write_commit(table: &TableStorage, version: i64, actions: &[Value]) {
+    let text: String = actions.iter().map(|a| format!("{a}\n")).collect();
+    table
+        .put(
+            &table.location(&format!("_delta_log/{version:020}.json")),
+            text.into(),
+        )
+        .await
+        .unwrap();
+}
+
+/// A JSON v2 checkpoint at `version` holding `actions` (the table's protocol, metadata and
+/// live adds), and `_last_checkpoint` naming it.
+pub async fn write_checkpoint(table: &TableStorage, version: i64, actions: &[Value]) {
+    let mut lines = vec![json!({"checkpointMetadata": {"version": version}})];
+    lines.extend(actions.iter().cloned());
+    let text: String = lines.iter().map(|a| format!("{a}\n")).collect();
+    let name =
+        format!("_delta_log/{version:020}.checkpoint.8e1a0f9c-0000-4000-8000-000000000000.json");
+    table
+        .put(&table.location(&name), text.into())
+        .await
+        .unwrap();
+    let hint = json!({"version": version, "size": actions.len()}).to_string();
+    table
+        .put(&table.location("_delta_log/_last_checkpoint"), hint.into())
+        .await
+        .unwrap();
+}
+
+/// Deletes `_delta_log/<version>.json` (log cleanup after a checkpoint).
+pub async fn delete_commit(table: &TableStorage, version: i64) {
+    table
+        .delete(&table.location(&format!("_delta_log/{version:020}.json")))
+        .await
+        .unwrap();
+}

@@ -1,0 +1,512 @@
+//! The Iceberg catalog behind a trait: AWS Glue in a deployment (lakemirror-aws), an
+//! in-memory catalog with the same compare-and-swap in tests. What the mirror needs of a
+//! catalog is small: read a table's entry, create it or swap its metadata location if nobody
+//! changed it since it was read, drop it, and list a database's Iceberg tables. Reading the
+//! metadata file an entry names, and deciding whether it is a mirror lakemirror may continue,
+//! is done here, once, for every catalog.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use iceberg::spec::TableMetadata;
+use lakemirror_plan::CommittedTable;
+use lakemirror_plan::properties::DELTA_TABLE_PROPERTY;
+use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
+
+use crate::error::{Error, Result};
+
+/// A catalog's entry for one table: its parameters (for an Iceberg table, `table_type` and
+/// `metadata_location`) and the version a compare-and-swap checks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CatalogEntry {
+    pub parameters: HashMap<String, String>,
+    pub version: Option<String>,
+}
+
+impl CatalogEntry {
+    /// The metadata file of an Iceberg table; None for any other kind of table.
+    pub fn metadata_location(&self) -> Option<&str> {
+        let is_iceberg = self
+            .parameters
+            .get("table_type")
+            .is_some_and(|t| t.eq_ignore_ascii_case("ICEBERG"));
+        is_iceberg
+            .then(|| self.parameters.get("metadata_location").map(String::as_str))
+            .flatten()
+    }
+}
+
+/// An Iceberg table of a database: its name and current metadata file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IcebergEntry {
+    pub name: String,
+    pub metadata_location: String,
+}
+
+/// What a commit asks of the catalog: make `database.name` point at `metadata`, creating the
+/// table when `read` found none, else only if its version is still `read`'s.
+#[derive(Debug)]
+pub struct CatalogCommit<'a> {
+    pub database: &'a str,
+    pub name: &'a str,
+    /// The entry read before the commit; None: the table is created.
+    pub read: Option<&'a CatalogEntry>,
+    /// The entry's parameters after the commit.
+    pub parameters: HashMap<String, String>,
+    /// The metadata the new `metadata_location` holds (Glue shows its columns).
+    pub metadata: &'a TableMetadata,
+}
+
+/// An Iceberg catalog. Every call counts its requests in `counters` (one sync's report).
+#[async_trait::async_trait]
+pub trait Catalog: Send + Sync + std::fmt::Debug {
+    /// The entry of `database.name`, None when there is no such table.
+    async fn get_table(
+        &self,
+        database: &str,
+        name: &str,
+        counters: &IoCounters,
+    ) -> Result<Option<CatalogEntry>>;
+
+    /// Creates the table or swaps its entry, failing with [`Error::CommitConflict`] when
+    /// another writer created or changed it since it was read, and with
+    /// [`Error::NoSuchDatabase`] when the database does not exist.
+    async fn commit_table(&self, commit: CatalogCommit<'_>, counters: &IoCounters) -> Result<()>;
+
+    /// Deletes `database.name`; one already gone is fine.
+    async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()>;
+
+    /// The Iceberg tables of `database`, by name.
+    async fn iceberg_tables(
+        &self,
+        database: &str,
+        counters: &IoCounters,
+    ) -> Result<Vec<IcebergEntry>>;
+}
+
+/// The two seams every sync goes through, built once per process: where tables are opened,
+/// and the catalog.
+#[derive(Clone, Debug)]
+pub struct Lakehouse {
+    pub stores: ObjectStores,
+    pub catalog: std::sync::Arc<dyn Catalog>,
+}
+
+/// A mirror's catalog table as read before a commit.
+#[derive(Debug, Clone)]
+pub struct CatalogTable {
+    pub database: String,
+    pub name: String,
+    /// None when the table does not exist yet, or its metadata is gone (`lost`).
+    pub current: Option<CommittedTable>,
+    /// The metadata file the table points at, when it is gone: it was under the Delta
+    /// table's folder, which was deleted (and maybe written anew).
+    pub lost: Option<String>,
+    /// The entry read; None when the table does not exist (a commit creates it).
+    entry: Option<CatalogEntry>,
+}
+
+impl CatalogTable {
+    pub fn full_name(&self) -> String {
+        format!("{}.{}", self.database, self.name)
+    }
+}
+
+impl Lakehouse {
+    /// Reads the catalog table and, when it is an Iceberg table, its current metadata.
+    /// `delta_table_uri` guards against mirroring two Delta tables into one catalog table.
+    pub async fn load(
+        &self,
+        database: &str,
+        name: &str,
+        delta_table_uri: &str,
+        metadata_store: &TableStorage,
+    ) -> Result<CatalogTable> {
+        let counters = metadata_store.counters();
+        let table = |current, lost, entry| CatalogTable {
+            database: database.into(),
+            name: name.into(),
+            current,
+            lost,
+            entry,
+        };
+        let Some(entry) = self.catalog.get_table(database, name, counters).await? else {
+            return Ok(table(None, None, None));
+        };
+        let full = format!("{database}.{name}");
+        let Some(location) = entry.metadata_location().map(str::to_string) else {
+            return Err(Error::CatalogState(format!(
+                "Glue table {full} exists but is not an Iceberg table lakemirror can continue; choose another Glue table name or delete it"
+            )));
+        };
+        let store = if metadata_store.holds(&location) {
+            metadata_store.clone()
+        } else {
+            self.stores.open(&location, counters.clone())?
+        };
+        let bytes = match store.get_if_exists(&location).await? {
+            Some(bytes) => bytes,
+            // Our own metadata, gone with the Delta table's folder: the mirror is lost, and
+            // the sync writes it anew (or reports the Delta table missing).
+            None if metadata_store.contains(&location) => {
+                return Ok(table(None, Some(location), Some(entry)));
+            }
+            None => {
+                return Err(Error::CatalogState(format!(
+                    "Glue table {full} points at metadata {location}, which does not exist; choose another Glue table name or delete it"
+                )));
+            }
+        };
+        let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::CatalogState(format!(
+                "Glue table {full}: metadata {location} is not Iceberg table metadata ({e})"
+            ))
+        })?;
+        let mirrored = metadata.properties().get(DELTA_TABLE_PROPERTY);
+        if mirrored.map(String::as_str) != Some(delta_table_uri) {
+            return Err(Error::CatalogState(format!(
+                "Glue table {full} mirrors {}, not {delta_table_uri}; choose another Glue table name",
+                mirrored.map_or("a table lakemirror did not create", String::as_str)
+            )));
+        }
+        let current = CommittedTable {
+            metadata,
+            metadata_location: location,
+        };
+        Ok(table(Some(current), None, Some(entry)))
+    }
+
+    /// Makes `staged` the current metadata of the table, if nobody changed the table since
+    /// `read`. A lost race is [`Error::CommitConflict`].
+    pub async fn commit(
+        &self,
+        read: &CatalogTable,
+        staged: &CommittedTable,
+        counters: &IoCounters,
+    ) -> Result<()> {
+        let mut parameters = read
+            .entry
+            .as_ref()
+            .map(|e| e.parameters.clone())
+            .unwrap_or_default();
+        parameters.insert("table_type".into(), "ICEBERG".into());
+        parameters.insert("metadata_location".into(), staged.metadata_location.clone());
+        match &read.current {
+            Some(previous) => {
+                parameters.insert(
+                    "previous_metadata_location".into(),
+                    previous.metadata_location.clone(),
+                );
+            }
+            None => {
+                parameters.remove("previous_metadata_location");
+            }
+        }
+        let commit = CatalogCommit {
+            database: &read.database,
+            name: &read.name,
+            read: read.entry.as_ref(),
+            parameters,
+            metadata: &staged.metadata,
+        };
+        self.catalog.commit_table(commit, counters).await
+    }
+
+    /// Deletes the table `read` found (a mirror whose Delta table is gone). The Iceberg
+    /// metadata files are not touched.
+    pub async fn drop_table(&self, read: &CatalogTable, counters: &IoCounters) -> Result<()> {
+        self.catalog
+            .drop_table(&read.database, &read.name, counters)
+            .await
+    }
+}
+
+/// One table of [`InMemoryCatalog`]: its parameters and version.
+type StoredTable = (HashMap<String, String>, u64);
+
+/// A catalog in memory, with the compare-and-swap of a real one: for tests of the sync loop
+/// and the handlers without AWS.
+#[derive(Debug, Default)]
+pub struct InMemoryCatalog {
+    databases: Mutex<BTreeSet<String>>,
+    tables: Mutex<BTreeMap<(String, String), StoredTable>>,
+    /// Commits still to lose a race, per table (see [`InMemoryCatalog::interfere`]).
+    interfering: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl InMemoryCatalog {
+    /// A catalog holding the (empty) databases `databases`.
+    pub fn with_databases(databases: &[&str]) -> Self {
+        let catalog = Self::default();
+        if let Ok(mut known) = catalog.databases.lock() {
+            known.extend(databases.iter().map(|d| d.to_string()));
+        }
+        catalog
+    }
+
+    /// The next `commits` commits to `database.name` lose their race: just before each,
+    /// another writer changes the table (a new version, same parameters; or, for a table not
+    /// there yet, creates it), as a concurrent sync would.
+    pub fn interfere(&self, database: &str, name: &str, commits: u32) {
+        if let Ok(mut interfering) = self.interfering.lock() {
+            interfering.insert((database.to_string(), name.to_string()), commits);
+        }
+    }
+
+    /// The parameters of `database.name`, if it exists.
+    pub fn parameters(&self, database: &str, name: &str) -> Option<HashMap<String, String>> {
+        let tables = self.tables.lock().ok()?;
+        tables
+            .get(&(database.to_string(), name.to_string()))
+            .map(|(parameters, _)| parameters.clone())
+    }
+
+    fn poisoned() -> Error {
+        Error::CatalogState("the in-memory catalog was poisoned by a panic".into())
+    }
+}
+
+#[async_trait::async_trait]
+impl Catalog for InMemoryCatalog {
+    async fn get_table(
+        &self,
+        database: &str,
+        name: &str,
+        counters: &IoCounters,
+    ) -> Result<Option<CatalogEntry>> {
+        counters.request(0, 0);
+        let tables = self.tables.lock().map_err(|_| Self::poisoned())?;
+        Ok(tables
+            .get(&(database.to_string(), name.to_string()))
+            .map(|(parameters, version)| CatalogEntry {
+                parameters: parameters.clone(),
+                version: Some(version.to_string()),
+            }))
+    }
+
+    async fn commit_table(&self, commit: CatalogCommit<'_>, counters: &IoCounters) -> Result<()> {
+        counters.request(0, 0);
+        if !self
+            .databases
+            .lock()
+            .map_err(|_| Self::poisoned())?
+            .contains(commit.database)
+        {
+            return Err(Error::NoSuchDatabase(commit.database.to_string()));
+        }
+        let mut tables = self.tables.lock().map_err(|_| Self::poisoned())?;
+        let key = (commit.database.to_string(), commit.name.to_string());
+        let interfere = match self
+            .interfering
+            .lock()
+            .map_err(|_| Self::poisoned())?
+            .get_mut(&key)
+        {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        };
+        if interfere && let Some((_, version)) = tables.get_mut(&key) {
+            *version += 1;
+        }
+        let conflict = || Error::CommitConflict(format!("{}.{}", commit.database, commit.name));
+        match (commit.read, tables.get_mut(&key)) {
+            (None, Some(_)) => Err(conflict()),
+            (None, None) if interfere => {
+                // Another writer created it first.
+                tables.insert(key, (commit.parameters.clone(), 0));
+                Err(conflict())
+            }
+            (None, None) => {
+                tables.insert(key, (commit.parameters, 0));
+                Ok(())
+            }
+            (Some(_), None) => Err(Error::CatalogState(format!(
+                "Glue table {}.{} was dropped while we committed",
+                commit.database, commit.name
+            ))),
+            (Some(read), Some((parameters, version))) => {
+                if read.version != Some(version.to_string()) {
+                    return Err(conflict());
+                }
+                *parameters = commit.parameters;
+                *version += 1;
+                Ok(())
+            }
+        }
+    }
+
+    async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()> {
+        counters.request(0, 0);
+        let mut tables = self.tables.lock().map_err(|_| Self::poisoned())?;
+        tables.remove(&(database.to_string(), name.to_string()));
+        Ok(())
+    }
+
+    async fn iceberg_tables(
+        &self,
+        database: &str,
+        counters: &IoCounters,
+    ) -> Result<Vec<IcebergEntry>> {
+        counters.request(0, 0);
+        if !self
+            .databases
+            .lock()
+            .map_err(|_| Self::poisoned())?
+            .contains(database)
+        {
+            return Err(Error::NoSuchDatabase(database.to_string()));
+        }
+        let tables = self.tables.lock().map_err(|_| Self::poisoned())?;
+        Ok(tables
+            .iter()
+            .filter(|((db, _), _)| db == database)
+            .filter_map(|((_, name), (parameters, version))| {
+                let entry = CatalogEntry {
+                    parameters: parameters.clone(),
+                    version: Some(version.to_string()),
+                };
+                entry.metadata_location().map(|location| IcebergEntry {
+                    name: name.clone(),
+                    metadata_location: location.to_string(),
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata() -> TableMetadata {
+        serde_json::from_value(serde_json::json!({
+            "format-version": 2,
+            "table-uuid": "8e1a0f9c-0000-4000-8000-000000000000",
+            "location": "s3://lake/t",
+            "last-sequence-number": 0,
+            "last-updated-ms": 0,
+            "last-column-id": 0,
+            "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": []}],
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+        }))
+        .unwrap()
+    }
+
+    fn commit<'a>(
+        read: Option<&'a CatalogEntry>,
+        metadata: &'a TableMetadata,
+        location: &str,
+    ) -> CatalogCommit<'a> {
+        CatalogCommit {
+            database: "db",
+            name: "t",
+            read,
+            parameters: HashMap::from([
+                ("table_type".to_string(), "ICEBERG".to_string()),
+                ("metadata_location".to_string(), location.to_string()),
+            ]),
+            metadata,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_over_a_stale_read_loses_the_race() {
+        let catalog = InMemoryCatalog::with_databases(&["db"]);
+        let counters = IoCounters::default();
+        let metadata = metadata();
+        catalog
+            .commit_table(commit(None, &metadata, "s3://lake/m1.json"), &counters)
+            .await
+            .unwrap();
+        let first = catalog
+            .get_table("db", "t", &counters)
+            .await
+            .unwrap()
+            .unwrap();
+        catalog
+            .commit_table(
+                commit(Some(&first), &metadata, "s3://lake/m2.json"),
+                &counters,
+            )
+            .await
+            .unwrap();
+        let stale = catalog
+            .commit_table(
+                commit(Some(&first), &metadata, "s3://lake/m3.json"),
+                &counters,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(stale, Error::CommitConflict(_)), "{stale}");
+        let created_twice = catalog
+            .commit_table(commit(None, &metadata, "s3://lake/m4.json"), &counters)
+            .await
+            .unwrap_err();
+        assert!(matches!(created_twice, Error::CommitConflict(_)));
+        let now = catalog
+            .get_table("db", "t", &counters)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(now.metadata_location(), Some("s3://lake/m2.json"));
+        assert_eq!(counters.totals().requests, 6);
+    }
+
+    #[tokio::test]
+    async fn an_interfering_writer_makes_the_next_commit_conflict_once() {
+        let catalog = InMemoryCatalog::with_databases(&["db"]);
+        let counters = IoCounters::default();
+        let metadata = metadata();
+        catalog
+            .commit_table(commit(None, &metadata, "s3://lake/m1.json"), &counters)
+            .await
+            .unwrap();
+        catalog.interfere("db", "t", 1);
+        let read = catalog
+            .get_table("db", "t", &counters)
+            .await
+            .unwrap()
+            .unwrap();
+        let lost = catalog
+            .commit_table(
+                commit(Some(&read), &metadata, "s3://lake/m2.json"),
+                &counters,
+            )
+            .await;
+        assert!(matches!(lost, Err(Error::CommitConflict(_))));
+        let read = catalog
+            .get_table("db", "t", &counters)
+            .await
+            .unwrap()
+            .unwrap();
+        catalog
+            .commit_table(
+                commit(Some(&read), &metadata, "s3://lake/m2.json"),
+                &counters,
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_table_in_a_database_that_does_not_exist_is_refused() {
+        let catalog = InMemoryCatalog::default();
+        let metadata = metadata();
+        let err = catalog
+            .commit_table(
+                commit(None, &metadata, "s3://lake/m1.json"),
+                &IoCounters::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::NoSuchDatabase(d) if d == "db"));
+    }
+}

@@ -1,0 +1,128 @@
+//! The Iceberg crate's one error type.
+
+/// Result alias of lakemirror-iceberg.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can stop writing or committing a mirror.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing an object failed.
+    #[error(transparent)]
+    Storage(#[from] lakemirror_storage::Error),
+
+    /// The Delta log could not be read, or holds what lakemirror cannot read.
+    #[error(transparent)]
+    Delta(#[from] lakemirror_delta::Error),
+
+    /// The Delta table cannot be planned as an Iceberg snapshot.
+    #[error(transparent)]
+    Plan(#[from] lakemirror_plan::Error),
+
+    /// A mirror exists but its Delta table is gone. Permanent until the table comes back.
+    #[error(
+        "the Delta table at {table} is missing (no commit and no checkpoint in its _delta_log), but Glue table {glue_table} still mirrors it. The Glue table was left as it is: restore the Delta table, or sync with on-missing-source=drop to delete the Glue table"
+    )]
+    SourceMissing { table: String, glue_table: String },
+
+    /// The catalog table exists but is not an Iceberg table lakemirror can continue.
+    #[error("{0}")]
+    CatalogState(String),
+
+    /// The catalog has no such database.
+    #[error(
+        "Glue database {0} does not exist; create it (aws glue create-database --database-input Name={0}) or choose another database"
+    )]
+    NoSuchDatabase(String),
+
+    /// Another writer changed the catalog table between our read and our update. Retryable.
+    #[error(
+        "Glue table {0} was changed by another writer while we committed; re-run to retry (lakemirror retries this by itself a few times)"
+    )]
+    CommitConflict(String),
+
+    /// A call to the catalog failed.
+    #[error("{operation} failed: {message}")]
+    Catalog {
+        operation: &'static str,
+        message: String,
+        retryable: bool,
+    },
+
+    /// A table that is not a mirror lakemirror wrote, where one was asked for.
+    #[error("{0}")]
+    NotAMirror(String),
+
+    /// A data file the Delta log names cannot be described in Iceberg metadata.
+    #[error("{location}: {reason}")]
+    DataFile { location: String, reason: String },
+
+    /// A folder could not be listed while looking for Delta tables.
+    #[error("cannot list {folder} to find Delta tables: {source}")]
+    Discovery {
+        folder: String,
+        source: lakemirror_storage::Error,
+    },
+
+    /// A step of a fanned-out bootstrap that cannot run as asked.
+    #[error("{0}")]
+    FanOut(String),
+
+    /// The local spill files of a bootstrap in groups could not be written or read.
+    #[error("the bootstrap's spill files in {dir}: {reason}")]
+    Spill { dir: String, reason: String },
+
+    /// lakemirror broke one of its own rules. Permanent: retrying runs the same code.
+    #[error("lakemirror hit a bug: {0}. Please report it with this message; nothing was committed")]
+    Bug(String),
+
+    /// Building Iceberg metadata failed.
+    #[error("Iceberg metadata: {0}")]
+    Iceberg(#[from] iceberg::Error),
+
+    /// A Parquet file could not be written or its footer read.
+    #[error("Parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+
+    /// Arrow could not build a batch.
+    #[error("Arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+
+    /// JSON (de)serialization failed.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Whether running the same sync again may succeed without anyone changing anything
+    /// (throttling, conflicts, 5xx). Permanent errors should go to a dead-letter queue.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::CommitConflict(_) => true,
+            Error::Catalog { retryable, .. } => *retryable,
+            Error::Storage(e) => e.is_retryable(),
+            Error::Delta(e) => e.is_retryable(),
+            Error::Plan(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The Delta log of `table` is not usable, for `reason`.
+    pub fn malformed(table: impl std::fmt::Display, reason: impl std::fmt::Display) -> Self {
+        Error::Delta(lakemirror_delta::Error::malformed(table, reason))
+    }
+
+    /// No Delta table where one was asked for.
+    pub fn is_not_a_delta_table(&self) -> bool {
+        matches!(
+            self,
+            Error::Delta(lakemirror_delta::Error::NotADeltaTable(_))
+        )
+    }
+
+    pub(crate) fn data_file(location: impl AsRef<str>, reason: impl std::fmt::Display) -> Self {
+        Error::DataFile {
+            location: location.as_ref().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}

@@ -1,0 +1,631 @@
+//! A bootstrap fanned out over several workers, for tables one process cannot mirror in
+//! time or memory: `plan` fixes the Delta version, the snapshot ID and the bucket layout;
+//! each `part` reads the log keeping only the files of its buckets and writes their
+//! manifests (parts run anywhere, in any order, again after a failure); `finish` joins the
+//! parts' manifests into one snapshot of a new table (a new history, as a rebuild) and
+//! commits it to Glue with the usual compare-and-swap. Step Functions runs the parts as a
+//! Distributed Map (`template.yaml`), the CLI as parallel processes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use iceberg::spec::FormatVersion;
+use serde::{Deserialize, Serialize};
+
+use std::io::Write;
+
+use futures::{StreamExt, TryStreamExt};
+
+use lakemirror_delta::{
+    ActiveFileSet, Add, DeltaLog, DeltaSnapshot, FileAction, FileFilter, Metadata,
+};
+use lakemirror_plan::layout::{FanOutPart, bucket_count_for};
+use lakemirror_plan::target::{NamedBy, TargetProperties};
+use lakemirror_plan::{data_file_location, plan_full_taking};
+use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
+
+use crate::catalog::Lakehouse;
+use crate::error::{Error, Result};
+use crate::glue_sync::{
+    GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, mirror_stores, target_defaults,
+};
+use crate::writer::{MetadataWriter, PartWritten, StagedTable, new_snapshot_id};
+
+/// What every step of one fan-out shares (the plan step's answer, the parts' and the
+/// finishing step's input).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanOutPlan {
+    pub table_uri: String,
+    pub metadata_uri: Option<String>,
+    pub database: String,
+    pub table: String,
+    pub named_by: NamedBy,
+    pub delta_version: i64,
+    /// The Iceberg format version of the new table: 2 or 3.
+    pub format_version: u8,
+    pub snapshot_id: i64,
+    /// Data files at that version (counted from the log's adds: an upper bound when commits
+    /// after the checkpoint remove files); they decide the bucket count.
+    pub files: u64,
+    pub buckets: u32,
+    pub parts: u32,
+    /// `0..parts`: the items a Step Functions Map iterates over.
+    pub part_numbers: Vec<u32>,
+}
+
+impl FanOutPlan {
+    fn part(&self, part: u32) -> Result<FanOutPart> {
+        if part >= self.parts {
+            return Err(Error::FanOut(format!(
+                "part {part} does not exist: this fan-out has parts 0 to {}",
+                self.parts.saturating_sub(1)
+            )));
+        }
+        Ok(FanOutPart {
+            snapshot_id: self.snapshot_id,
+            buckets: self.buckets,
+            part,
+            parts: self.parts,
+        })
+    }
+
+    fn format_version(&self) -> FormatVersion {
+        match self.format_version {
+            3 => FormatVersion::V3,
+            _ => FormatVersion::V2,
+        }
+    }
+
+    fn stores(
+        &self,
+        stores: &ObjectStores,
+        counters: &Arc<IoCounters>,
+    ) -> Result<(TableStorage, TableStorage)> {
+        mirror_stores(
+            stores,
+            &self.table_uri,
+            self.metadata_uri.as_deref(),
+            counters,
+        )
+    }
+}
+
+/// Fixes what the parts share: the Delta version (the newest, or `request.to_version`), the
+/// Glue table, the snapshot ID and the bucket layout. Reads the whole log once, holding no
+/// file. `parts` is capped at the number of buckets.
+pub async fn plan(
+    stores: &ObjectStores,
+    request: &GlueSyncRequest,
+    parts: u32,
+    counters: Arc<IoCounters>,
+) -> Result<FanOutPlan> {
+    if parts == 0 {
+        return Err(Error::FanOut("a fan-out needs at least one part".into()));
+    }
+    let (data, _) = mirror_stores(
+        stores,
+        &request.table_uri,
+        request.metadata_uri.as_deref(),
+        &counters,
+    )?;
+    let files = Arc::new(AtomicU64::new(0));
+    let counted = files.clone();
+    let count_only = FileFilter::adds(move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        false
+    });
+    let snapshot = DeltaLog::new(data.clone())
+        .snapshot_of(request.to_version, count_only)
+        .await?;
+    let files = files.load(Ordering::Relaxed);
+    let (target, named_by) =
+        target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
+    let delta_version = snapshot.version;
+    let empty = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let format_version = match empty.format_version.unwrap_or(request.format_version) {
+        FormatVersion::V3 => 3,
+        _ => 2,
+    };
+    let buckets = bucket_count_for(files);
+    let parts = parts.min(buckets);
+    Ok(FanOutPlan {
+        table_uri: data.root_uri().to_string(),
+        metadata_uri: request.metadata_uri.clone(),
+        database: target.database,
+        table: target.table,
+        named_by,
+        delta_version,
+        format_version,
+        snapshot_id: new_snapshot_id(),
+        files,
+        buckets,
+        parts,
+        part_numbers: (0..parts).collect(),
+    })
+}
+
+/// One part: reads the log at the plan's version keeping only the files of this part's
+/// buckets, and writes their manifests and the part's manifest list.
+pub async fn run_part(
+    stores: &ObjectStores,
+    plan: &FanOutPlan,
+    part: u32,
+    counters: Arc<IoCounters>,
+) -> Result<PartWritten> {
+    let part = plan.part(part)?;
+    let (data, metadata_store) = plan.stores(stores, &counters)?;
+    let root = data.root_uri().to_string();
+    let owned = FileFilter::adds(move |path| {
+        // A path the plan refuses is kept, so that the plan reports it.
+        data_file_location(&root, path).map_or(true, |location| part.owns(&location))
+    });
+    let snapshot = read_version(&data, plan, owned).await?;
+    let planned = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let writer =
+        MetadataWriter::new(metadata_store, data).with_format_version(plan.format_version());
+    let written = writer.stage_part(planned, &part).await?;
+    tracing::info!(
+        table = %plan.table_uri,
+        part = part.part,
+        of = part.parts,
+        files = written.files,
+        manifests = written.manifests,
+        "wrote a part of the fan-out"
+    );
+    Ok(written)
+}
+
+/// The finishing step: one snapshot of every part's manifests, committed to Glue as a new
+/// history. A mirror already at a newer Delta version, or already at this fan-out, is left
+/// as it is.
+pub async fn finish(
+    lake: &Lakehouse,
+    plan: &FanOutPlan,
+    counters: Arc<IoCounters>,
+) -> Result<SyncReport> {
+    let started = Instant::now();
+    let (data, metadata_store) = plan.stores(&lake.stores, &counters)?;
+    let snapshot = read_version(&data, plan, FileFilter::new(|_| false)).await?;
+    let definition = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
+        .with_format_version(plan.format_version());
+    let staged = writer
+        .stage_parts(definition, plan.snapshot_id, plan.buckets, plan.parts)
+        .await?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let read = lake
+            .load(
+                &plan.database,
+                &plan.table,
+                data.root_uri(),
+                &metadata_store,
+            )
+            .await?;
+        let current = read.current.as_ref();
+        let mut report = SyncReport {
+            action: SyncAction::Unchanged,
+            reason: None,
+            database: plan.database.clone(),
+            table: plan.table.clone(),
+            named_by: plan.named_by,
+            delta_version: current.and_then(|c| c.delta_version()),
+            snapshot_id: current.and_then(|c| c.metadata.current_snapshot_id()),
+            snapshots_committed: 0,
+            added_files: 0,
+            removed_files: 0,
+            expired_snapshots: 0,
+            metadata_location: current.map(|c| c.metadata_location.clone()),
+            omitted_columns: Vec::new(),
+            attempts: attempt,
+            elapsed_ms: 0,
+            io: Default::default(),
+            snapshots: Vec::new(),
+        };
+        let done = current.is_some_and(|c| {
+            c.metadata.current_snapshot_id() == Some(plan.snapshot_id)
+                || c.delta_version().is_some_and(|v| v > plan.delta_version)
+        });
+        if done {
+            report.reason = Some(format!(
+                "the mirror is already at Delta version {} (this fan-out: {}); left as it is",
+                report.delta_version.unwrap_or_default(),
+                plan.delta_version
+            ));
+        } else {
+            match lake.commit(&read, &staged.table, &counters).await {
+                Ok(()) => {}
+                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                    tracing::warn!(%table, attempt, "another writer committed first; loading the table again");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            report.action = match current {
+                Some(_) => SyncAction::Rebuilt,
+                None => SyncAction::Created,
+            };
+            report.reason = Some(format!("bootstrapped in {} parts", plan.parts));
+            report.delta_version = Some(plan.delta_version);
+            report.snapshot_id = Some(plan.snapshot_id);
+            report.snapshots_committed = staged.snapshots.len();
+            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
+            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.omitted_columns = staged.table.omitted_columns();
+            report.snapshots = staged.snapshots.clone();
+        }
+        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report.io = counters.totals();
+        return Ok(report);
+    }
+}
+
+/// Files a bootstrap holds at once by default (`BOOTSTRAP_GROUP_FILES`): a table with more
+/// is bootstrapped in groups of buckets, one group after another (about 2 KB of memory per
+/// file held).
+pub const BOOTSTRAP_GROUP_FILES: u64 = 250_000;
+
+/// A bootstrap in groups of buckets, in one process with bounded memory: the log is read
+/// twice holding no file, first to count the files (which fixes the buckets and groups),
+/// then to write each file action to its group's spill file on local disk (in log order, so
+/// a remove after the checkpoint still cancels its add); each group is then replayed from
+/// its spill, planned and written as one part of a fan-out, and one snapshot of all groups
+/// is staged as a new table.
+pub struct GroupedBootstrap {
+    /// The Delta table's root URI.
+    root: String,
+    /// The table at the version, without its files.
+    snapshot: DeltaSnapshot,
+    spill: SpillDir,
+    files: u64,
+    buckets: u32,
+    groups: u32,
+    /// Groups written at once (one per core, at most 4).
+    at_once: usize,
+}
+
+impl GroupedBootstrap {
+    pub async fn read(log: &DeltaLog, to_version: Option<i64>, group_files: u64) -> Result<Self> {
+        let started = Instant::now();
+        let counted = Arc::new(AtomicU64::new(0));
+        let counter = counted.clone();
+        let count_only = FileFilter::adds(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            false
+        });
+        let counting = log.snapshot_of(to_version, count_only).await?;
+        let files = counted.load(Ordering::Relaxed);
+        let buckets = bucket_count_for(files);
+        // The files held at once are shared by the groups written at once.
+        let at_once = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
+        let per_group = (group_files / at_once as u64).max(1);
+        let groups = u32::try_from(files.div_ceil(per_group))
+            .unwrap_or(u32::MAX)
+            .clamp(1, buckets);
+        let spill = SpillDir::new(groups)?;
+        let root = log.table().root_uri().to_string();
+        let writers = spill.writers.clone();
+        let failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let failed = failure.clone();
+        let spilled = FileFilter::new(move |action| {
+            // A path the plan refuses goes to group 0, whose plan reports it.
+            let layout = FanOutPart {
+                snapshot_id: 0,
+                buckets,
+                part: 0,
+                parts: groups,
+            };
+            let group = data_file_location(&root, action.path())
+                .map_or(0, |location| layout.part_of(&location));
+            let line = match action {
+                FileAction::Add(add) => serde_json::to_vec(&SpilledRef::Add(add)),
+                FileAction::Remove(path) => serde_json::to_vec(&SpilledRef::Remove(path)),
+            };
+            let written = line.map_err(|e| e.to_string()).and_then(|mut line| {
+                line.push(b'\n');
+                let mut writers = writers
+                    .lock()
+                    .map_err(|_| "spill writer poisoned".to_string())?;
+                writers
+                    .get_mut(group as usize)
+                    .ok_or_else(|| format!("no spill file for group {group}"))?
+                    .write_all(&line)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(e) = written
+                && let Ok(mut slot) = failed.lock()
+            {
+                slot.get_or_insert(e);
+            }
+            false
+        });
+        let mut snapshot = log.snapshot_of(Some(counting.version), spilled).await?;
+        // Each group is replayed into a copy of this set: with no filter, it holds them.
+        snapshot.active.filter = None;
+        if let Some(e) = failure.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(Error::Spill {
+                dir: spill.dir.display().to_string(),
+                reason: format!(
+                    "cannot be written: {e} (give it more local disk: TMPDIR, or Lambda's ephemeral storage)"
+                ),
+            });
+        }
+        spill.flush()?;
+        tracing::info!(
+            table = %log.table().root_uri(),
+            files,
+            buckets,
+            groups,
+            at_once,
+            elapsed_s = started.elapsed().as_secs(),
+            "read the log for a bootstrap in groups"
+        );
+        Ok(Self {
+            root: log.table().root_uri().to_string(),
+            snapshot,
+            spill,
+            files,
+            buckets,
+            groups,
+            at_once,
+        })
+    }
+
+    /// The Delta metadata at the version read.
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.snapshot.metadata()
+    }
+
+    /// Plans and writes each group ([`GroupedBootstrap::at_once`] at a time, each on its
+    /// own thread: planning and manifest encoding are CPU work), then stages one snapshot of
+    /// them all as a new table.
+    pub async fn stage(&self, writer: &MetadataWriter) -> Result<StagedTable> {
+        let snapshot_id = new_snapshot_id();
+        let started = Instant::now();
+        let groups = (0..self.groups).map(|group| {
+            let root = self.root.clone();
+            let mut snapshot = self.snapshot.clone();
+            let spill = self.spill.dir.clone();
+            let writer = writer.clone();
+            let part = FanOutPart {
+                snapshot_id,
+                buckets: self.buckets,
+                part: group,
+                parts: self.groups,
+            };
+            async move {
+                tokio::spawn(async move {
+                    replay(&spill, group, &mut snapshot.active)?;
+                    let planned = plan_full_taking(&root, None, snapshot)?;
+                    writer.stage_part(planned, &part).await
+                })
+                .await
+                .map_err(|e| Error::Bug(format!("group {group} of the bootstrap stopped: {e}")))?
+            }
+        });
+        let mut done = 0;
+        let mut written = futures::stream::iter(groups).buffer_unordered(self.at_once);
+        while let Some(part) = written.try_next().await? {
+            done += 1;
+            tracing::info!(
+                group = part.part + 1,
+                done,
+                of = self.groups,
+                files = part.files,
+                elapsed_s = started.elapsed().as_secs(),
+                "wrote a group of the bootstrap"
+            );
+        }
+        let definition = plan_full_taking(&self.root, None, self.snapshot.clone())?;
+        let staged = writer
+            .stage_parts(definition, snapshot_id, self.buckets, self.groups)
+            .await?;
+        tracing::info!(
+            files = self.files,
+            groups = self.groups,
+            elapsed_s = started.elapsed().as_secs(),
+            "staged the bootstrap in groups"
+        );
+        Ok(staged)
+    }
+}
+
+/// One file action in a group's spill file, as read back.
+#[derive(Deserialize)]
+enum Spilled {
+    #[serde(rename = "a")]
+    Add(Add),
+    #[serde(rename = "r")]
+    Remove(String),
+}
+
+/// [`Spilled`] as written, borrowing the action.
+#[derive(Serialize)]
+enum SpilledRef<'a> {
+    #[serde(rename = "a")]
+    Add(&'a Add),
+    #[serde(rename = "r")]
+    Remove(&'a str),
+}
+
+/// The spill files of a bootstrap in groups, one per group, in a folder of the local temp
+/// directory that is deleted when this is dropped.
+struct SpillDir {
+    dir: std::path::PathBuf,
+    writers: Arc<std::sync::Mutex<Vec<std::io::BufWriter<std::fs::File>>>>,
+}
+
+impl SpillDir {
+    fn new(groups: u32) -> Result<Self> {
+        let dir =
+            std::env::temp_dir().join(format!("lakemirror-bootstrap-{}", uuid::Uuid::new_v4()));
+        let cannot = |e: std::io::Error| Error::Spill {
+            dir: dir.display().to_string(),
+            reason: format!("cannot be created: {e} (set TMPDIR to a writable folder)"),
+        };
+        std::fs::create_dir_all(&dir).map_err(cannot)?;
+        let writers = (0..groups)
+            .map(|g| {
+                std::fs::File::create(dir.join(format!("group-{g}.jsonl")))
+                    .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(cannot)?;
+        Ok(Self {
+            dir,
+            writers: Arc::new(std::sync::Mutex::new(writers)),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        let mut writers = self
+            .writers
+            .lock()
+            .map_err(|_| Error::Bug("a spill writer was poisoned by a panic".into()))?;
+        for w in writers.iter_mut() {
+            w.flush().map_err(|e| Error::Spill {
+                dir: self.dir.display().to_string(),
+                reason: format!("cannot be written: {e} (give it more local disk)"),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "could not delete the bootstrap's spill files");
+        }
+    }
+}
+
+/// Applies group `group`'s file actions, in log order, to `active`.
+fn replay(dir: &std::path::Path, group: u32, active: &mut ActiveFileSet) -> Result<()> {
+    use std::io::BufRead;
+    let path = dir.join(format!("group-{group}.jsonl"));
+    let unreadable = |e: String| Error::Spill {
+        dir: path.display().to_string(),
+        reason: format!("cannot be read: {e}"),
+    };
+    let file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+    for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
+        let line = line.map_err(|e| unreadable(e.to_string()))?;
+        match serde_json::from_str(&line).map_err(|e| unreadable(e.to_string()))? {
+            Spilled::Add(add) => active.add(add),
+            Spilled::Remove(path) => active.remove(&path),
+        }
+    }
+    Ok(())
+}
+
+async fn read_version(
+    data: &TableStorage,
+    plan: &FanOutPlan,
+    filter: FileFilter,
+) -> Result<DeltaSnapshot> {
+    Ok(DeltaLog::new(data.clone())
+        .snapshot_of(Some(plan.delta_version), filter)
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(parts: u32, buckets: u32) -> FanOutPlan {
+        FanOutPlan {
+            table_uri: "s3://lake/t".into(),
+            metadata_uri: None,
+            database: "db".into(),
+            table: "t".into(),
+            named_by: NamedBy::Folder,
+            delta_version: 3,
+            format_version: 2,
+            snapshot_id: 7,
+            files: 10,
+            buckets,
+            parts,
+            part_numbers: (0..parts).collect(),
+        }
+    }
+
+    #[test]
+    fn every_bucket_belongs_to_exactly_one_part_and_parts_get_as_many_as_can_be() {
+        for (parts, buckets) in [(3, 8), (4, 1024), (7, 7), (1, 4)] {
+            let plan = plan(parts, buckets);
+            let mut owned = vec![0; parts as usize];
+            for bucket in 0..plan.buckets {
+                let owners: Vec<u32> = (0..plan.parts)
+                    .filter(|p| plan.part(*p).unwrap().owns_bucket(bucket))
+                    .collect();
+                assert_eq!(owners.len(), 1, "bucket {bucket} of {buckets}");
+                owned[owners[0] as usize] += 1;
+            }
+            let (fewest, most) = (owned.iter().min().unwrap(), owned.iter().max().unwrap());
+            assert!(
+                most - fewest <= 1,
+                "{parts} parts of {buckets} buckets: {owned:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn files_of_one_shape_spread_over_every_part() {
+        // These paths fill only odd buckets (FNV-1a's low bit is the parity of the odd bytes,
+        // and each number appears twice): a modulo over the buckets left half the parts empty.
+        let plan = plan(4, 1024);
+        let mut per_part = [0; 4];
+        for i in 0..20_000 {
+            let location = format!("file:///t/part-{i:09}-7d3c0d55-{i:012}.c000.snappy.parquet");
+            let part = (0..4)
+                .find(|p| plan.part(*p).unwrap().owns(&location))
+                .unwrap();
+            per_part[part as usize] += 1;
+        }
+        assert!(per_part.iter().all(|n| *n > 4_000), "{per_part:?}");
+    }
+
+    #[test]
+    fn every_file_belongs_to_exactly_one_part() {
+        let plan = plan(4, 16);
+        for n in 0..1000 {
+            let location = format!("s3://lake/t/p={}/part-{n}.parquet", n % 7);
+            let owners = (0..plan.parts)
+                .filter(|p| plan.part(*p).unwrap().owns(&location))
+                .count();
+            assert_eq!(owners, 1, "{location}");
+        }
+    }
+
+    #[test]
+    fn a_part_outside_the_plan_is_refused() {
+        let error = plan(2, 4).part(2).unwrap_err().to_string();
+        assert!(error.contains("parts 0 to 1"), "{error}");
+    }
+
+    #[test]
+    fn a_spilled_action_reads_back_as_it_was() {
+        let line = r#"{"add":{"path":"p=a%20b/f.parquet","partitionValues":{"p":"a b","q":null},"size":7,"modificationTime":1,"dataChange":true,"stats":"{\"numRecords\":3}","deletionVector":{"storageType":"u","pathOrInlineDv":"ab^-aqEH.-t@S}K{vb[*k^","offset":4,"sizeInBytes":40,"cardinality":2}}}"#;
+        let commit = lakemirror_delta::DeltaCommit::parse(1, line.as_bytes(), 0).unwrap();
+        let add = &commit.adds[0];
+        let spilled = serde_json::to_string(&SpilledRef::Add(add)).unwrap();
+        match serde_json::from_str(&spilled).unwrap() {
+            Spilled::Add(back) => assert_eq!(&back, add),
+            Spilled::Remove(_) => panic!("an add read back as a remove"),
+        }
+        let spilled = serde_json::to_string(&SpilledRef::Remove("p=a%20b/f.parquet")).unwrap();
+        assert!(
+            matches!(serde_json::from_str(&spilled).unwrap(), Spilled::Remove(p) if p == "p=a%20b/f.parquet")
+        );
+    }
+
+    #[test]
+    fn the_plan_round_trips_through_json() {
+        let plan = plan(2, 4);
+        let json = serde_json::to_string(&plan).unwrap();
+        assert_eq!(serde_json::from_str::<FanOutPlan>(&json).unwrap(), plan);
+    }
+}

@@ -1,0 +1,844 @@
+//! `glue-sync`: bring the Iceberg table in Glue to the Delta table's newest version.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lakemirror_delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
+use lakemirror_plan::target::{
+    NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
+    default_table_name, path_table_name,
+};
+use lakemirror_plan::{
+    CommittedTable, IcebergView, SnapshotPlan, plan_commits, plan_full, plan_full_taking,
+};
+use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, crash};
+
+use crate::catalog::{CatalogTable, Lakehouse};
+use crate::error::{Error, Result};
+use crate::fanout::GroupedBootstrap;
+use crate::writer::{MetadataWriter, SnapshotOutcome};
+
+/// How many times a sync re-plans after losing a race for the Glue table.
+pub const MAX_ATTEMPTS: u32 = 8;
+/// How many times one sync follows the Delta table's `lakemirror.glue.*` properties to
+/// another Glue table (each move re-reads what the properties say).
+const MAX_MOVES: u32 = 3;
+
+/// What to mirror where.
+#[derive(Debug, Clone)]
+pub struct GlueSyncRequest {
+    /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
+    pub table_uri: String,
+    /// Glue database; the Delta table property `lakemirror.glue.database` overrides it.
+    pub database: String,
+    /// Glue table name, used as given. Without it: the Delta table property
+    /// `lakemirror.glue.table`, else the folder name.
+    pub table: Option<String>,
+    /// Where Iceberg metadata goes; defaults to `<table>/_lakemirror/iceberg`.
+    pub metadata_uri: Option<String>,
+    /// Stop at this Delta version instead of the newest.
+    pub to_version: Option<i64>,
+    /// A version the Delta log is known to hold, from the event that announced it. Without
+    /// `to_version`, the sync reads the commits up to it by name and leaves newer ones to
+    /// their own events; nothing is read from the log when the mirror already has it.
+    pub known_version: Option<i64>,
+    /// Format version of a new Iceberg table; the Delta table property
+    /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
+    pub format_version: iceberg::spec::FormatVersion,
+    /// What to do when the Delta table is gone but its mirror is not.
+    pub on_missing_source: OnMissingSource,
+    /// `ALLOWED_GLUE_DATABASES`: the databases a table's `lakemirror.glue.*` properties may
+    /// choose; None: those properties are ignored.
+    pub allowed_databases: Option<regex::Regex>,
+    /// `TABLE_NAME_FROM_PATH`: the default Glue table name, from the folder or the path.
+    pub name_from: NameFrom,
+    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table whose checkpoint holds more actions
+    /// is bootstrapped in groups of about this many files (bounded memory).
+    pub bootstrap_group_files: u64,
+}
+
+/// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnMissingSource {
+    /// Fail with [`Error::SourceMissing`] and leave the Glue table as it is.
+    #[default]
+    Keep,
+    /// Delete the Glue table (the Iceberg metadata files stay).
+    Drop,
+}
+
+impl std::str::FromStr for OnMissingSource {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "keep" => Ok(Self::Keep),
+            "drop" => Ok(Self::Drop),
+            other => Err(format!(
+                "{other:?} is not an action for a missing Delta table: use keep (the default: fail and leave the Glue table) or drop (delete the Glue table)"
+            )),
+        }
+    }
+}
+
+/// What a sync did to the mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncAction {
+    /// The Iceberg table was created.
+    Created,
+    /// New snapshots were added to the mirror's history.
+    Synced,
+    /// The mirror was at the Delta version already.
+    Unchanged,
+    /// The mirror was written anew, as a new history (see `reason`).
+    Rebuilt,
+    /// The Delta table is gone and the Glue table was deleted (`--on-missing-source=drop`).
+    Dropped,
+}
+
+/// The outcome of a sync, printed as the last line of the CLI.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SyncReport {
+    pub action: SyncAction,
+    /// Why the mirror was rebuilt or dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub database: String,
+    pub table: String,
+    /// Which rule named the Glue table.
+    pub named_by: NamedBy,
+    pub delta_version: Option<i64>,
+    pub snapshot_id: Option<i64>,
+    pub snapshots_committed: usize,
+    pub added_files: usize,
+    pub removed_files: usize,
+    /// Iceberg snapshots expired because Delta VACUUM may delete their files.
+    pub expired_snapshots: usize,
+    pub metadata_location: Option<String>,
+    /// Columns left out of the Iceberg schema because Java Iceberg cannot read them
+    /// (`lakemirror.omitted-columns`).
+    pub omitted_columns: Vec<String>,
+    pub attempts: u32,
+    pub elapsed_ms: u64,
+    pub io: IoTotals,
+    pub snapshots: Vec<SnapshotOutcome>,
+}
+
+/// The Delta table's storage and the mirror's metadata folder (`metadata_uri`, by default
+/// `<table>/_lakemirror/iceberg`, which Delta VACUUM leaves alone).
+pub fn mirror_stores(
+    stores: &ObjectStores,
+    table_uri: &str,
+    metadata_uri: Option<&str>,
+    counters: &Arc<IoCounters>,
+) -> Result<(TableStorage, TableStorage)> {
+    let data = stores.open(table_uri, counters.clone())?;
+    let metadata_uri = metadata_uri
+        .map(str::to_string)
+        .unwrap_or_else(|| data.location("_lakemirror/iceberg"));
+    let metadata_store = stores.open(&metadata_uri, counters.clone())?;
+    Ok((data, metadata_store))
+}
+
+/// How the request names its mirror before the Delta table's properties are read.
+pub fn target_defaults(request: &GlueSyncRequest) -> TargetDefaults {
+    TargetDefaults {
+        database: request.database.clone(),
+        table: match request.name_from {
+            NameFrom::Folder => default_table_name(&request.table_uri),
+            NameFrom::Path => path_table_name(&request.table_uri),
+        },
+        explicit_table: request.table.clone(),
+        allowed_databases: request.allowed_databases.clone(),
+        name_from: request.name_from,
+    }
+}
+
+/// Runs one sync, retrying when another writer commits first.
+pub async fn glue_sync(
+    lake: &Lakehouse,
+    request: &GlueSyncRequest,
+    counters: Arc<IoCounters>,
+) -> Result<SyncReport> {
+    let started = Instant::now();
+    let (data, metadata_store) = mirror_stores(
+        &lake.stores,
+        &request.table_uri,
+        request.metadata_uri.as_deref(),
+        &counters,
+    )?;
+    let defaults = target_defaults(request);
+    let log = DeltaLog::new(data.clone());
+    let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
+        .with_format_version(request.format_version);
+    // An explicit Glue table needs no lakemirror.glue.* properties.
+    let remembered = match defaults.fixed() {
+        Some(_) => None,
+        None => remembered_properties(&metadata_store, data.root_uri()).await?,
+    };
+    // A snapshot read to learn the properties is handed to the first plan, not read twice.
+    let mut snapshot = None;
+    let mut properties = match (defaults.fixed(), &remembered) {
+        (Some(_), _) => TargetProperties::default(),
+        (None, Some(known)) => known.properties.clone(),
+        // A table bootstrapped in groups is never read whole: its definition names it.
+        (None, None) if bootstraps_in_groups(&log, request).await? => {
+            TargetProperties::of(Some(&log.definition().await?.metadata))
+        }
+        (None, None) => match log.snapshot(request.to_version).await {
+            Ok(read) => {
+                let properties = TargetProperties::of(read.metadata());
+                snapshot = Some(read);
+                properties
+            }
+            // Gone, or never there: the Glue table (if any) says which.
+            Err(lakemirror_delta::Error::NotADeltaTable(_)) => TargetProperties::default(),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let (mut target, mut named_by) = defaults.resolve(&properties)?;
+
+    let mut attempt = 0;
+    let mut moves = 0;
+    loop {
+        attempt += 1;
+        let read = lake
+            .load(
+                &target.database,
+                &target.table,
+                data.root_uri(),
+                &metadata_store,
+            )
+            .await?;
+        let planned = match plan(&log, &read, request, snapshot.take()).await {
+            Err(Error::SourceMissing { table, glue_table })
+                if request.on_missing_source == OnMissingSource::Drop =>
+            {
+                lake.drop_table(&read, &counters).await?;
+                tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
+                return Ok(SyncReport {
+                    action: SyncAction::Dropped,
+                    reason: Some(format!("the Delta table at {table} is missing")),
+                    database: target.database.clone(),
+                    table: target.table.clone(),
+                    named_by,
+                    delta_version: None,
+                    snapshot_id: None,
+                    snapshots_committed: 0,
+                    added_files: 0,
+                    removed_files: 0,
+                    expired_snapshots: 0,
+                    metadata_location: None,
+                    omitted_columns: Vec::new(),
+                    attempts: attempt,
+                    elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    io: counters.totals(),
+                    snapshots: Vec::new(),
+                });
+            }
+            other => other?,
+        };
+        if defaults.fixed().is_none()
+            && let Some(metadata) = &planned.newest_metadata
+        {
+            properties = TargetProperties::of(Some(metadata));
+            let (wanted, wanted_by) = defaults.resolve(&properties)?;
+            named_by = wanted_by;
+            if wanted != target {
+                moves += 1;
+                if moves > MAX_MOVES {
+                    return Err(Error::CatalogState(format!(
+                        "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
+                        request.table_uri,
+                        target.database,
+                        target.table,
+                        wanted.database,
+                        wanted.table
+                    )));
+                }
+                tracing::warn!(
+                    table = %request.table_uri,
+                    from = %format!("{}.{}", target.database, target.table),
+                    to = %format!("{}.{}", wanted.database, wanted.table),
+                    "the Delta table's lakemirror.glue.* properties name another Glue table; mirroring there (the old Glue table is left as it is: drop it when nothing reads it)"
+                );
+                target = wanted;
+                attempt -= 1;
+                continue;
+            }
+        }
+        let plans = planned.plans;
+        let grouped = planned.grouped;
+        let mut report = SyncReport {
+            action: SyncAction::Unchanged,
+            reason: planned.rebuilt.clone(),
+            database: target.database.clone(),
+            table: target.table.clone(),
+            named_by,
+            delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
+            snapshot_id: read
+                .current
+                .as_ref()
+                .and_then(|c| c.metadata.current_snapshot_id()),
+            snapshots_committed: 0,
+            added_files: 0,
+            removed_files: 0,
+            expired_snapshots: 0,
+            metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
+            omitted_columns: read
+                .current
+                .as_ref()
+                .map(CommittedTable::omitted_columns)
+                .unwrap_or_default(),
+            attempts: attempt,
+            elapsed_ms: 0,
+            io: IoTotals::default(),
+            snapshots: Vec::new(),
+        };
+        if !plans.is_empty() || grouped.is_some() {
+            let first = plans.first().map(|p| p.delta_version);
+            let last = plans.last().map(|p| p.delta_version);
+            tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len().max(1));
+            // A rebuild is a new history: nothing of the current metadata carries over.
+            let base = match planned.rebuilt {
+                Some(_) => None,
+                None => read.current.as_ref(),
+            };
+            let staged = match &grouped {
+                Some(grouped) => grouped.stage(&writer).await?,
+                None => writer.stage(base, plans).await?,
+            };
+            crash::point("glue-before-commit");
+            match lake.commit(&read, &staged.table, &counters).await {
+                Ok(()) => crash::point("glue-after-commit"),
+                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                    let pause = backoff(attempt);
+                    tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            writer.delete_expired(&staged.expired_files).await;
+            report.expired_snapshots = staged.expired_snapshots.len();
+            report.snapshots_committed = staged.snapshots.len();
+            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
+            report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
+            report.delta_version = staged.snapshots.last().map(|s| s.delta_version);
+            report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
+            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.omitted_columns = staged.table.omitted_columns();
+            if !report.omitted_columns.is_empty() {
+                tracing::warn!(table = %read.full_name(), columns = ?report.omitted_columns, "columns left out of the Iceberg schema: Java Iceberg cannot read them (see lakemirror.omitted-columns)");
+            }
+            report.snapshots = staged.snapshots;
+            report.action = match (&planned.rebuilt, &read.current) {
+                (Some(reason), _) => {
+                    tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
+                    SyncAction::Rebuilt
+                }
+                (None, None) => SyncAction::Created,
+                (None, Some(_)) => SyncAction::Synced,
+            };
+        }
+        if defaults.fixed().is_none()
+            && let Some(version) = report.delta_version
+            && remembered
+                .as_ref()
+                .is_none_or(|r| r.properties != properties && r.delta_version <= version)
+        {
+            remember_properties(&metadata_store, data.root_uri(), version, &properties).await?;
+        }
+        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report.io = counters.totals();
+        return Ok(report);
+    }
+}
+
+/// What to write: nothing when Iceberg is already at the target version, the commits since
+/// the synced version when the log still has them, else the whole table at the target; or,
+/// when the Delta table is not the one the mirror was built from (re-created at the same
+/// location) or changed in a way a mirror cannot follow (column mapping turned on), the
+/// table as a new history. An event for a version the mirror has is dropped only after the
+/// log was seen to still hold the very commit the mirror last took.
+async fn plan(
+    log: &DeltaLog,
+    read: &CatalogTable,
+    request: &GlueSyncRequest,
+    snapshot: Option<DeltaSnapshot>,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let to_version = request.to_version;
+    let Some(current) = &read.current else {
+        if let Some(lost) = &read.lost {
+            let reason = format!(
+                "the mirror's metadata {lost} is gone: the Delta table's folder was deleted"
+            );
+            return match rebuild(log, request, None, reason, None).await {
+                Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
+                    table: root.to_string(),
+                    glue_table: read.full_name(),
+                }),
+                planned => planned,
+            };
+        }
+        let snapshot = match snapshot {
+            Some(s) => s,
+            None if bootstraps_in_groups(log, request).await? => {
+                let grouped =
+                    GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+                return Ok(Planned {
+                    plans: Vec::new(),
+                    newest_metadata: grouped.metadata().cloned(),
+                    rebuilt: None,
+                    grouped: Some(grouped),
+                });
+            }
+            None => log.snapshot(to_version).await?,
+        };
+        let metadata = snapshot.metadata().cloned();
+        return Ok(Planned::grown(
+            vec![plan_full_taking(root, None, snapshot)?],
+            metadata.as_ref(),
+        ));
+    };
+    let view = current.view()?;
+    let Some(synced) = view.delta_version else {
+        let snapshot = log.snapshot(to_version).await?;
+        let metadata = snapshot.metadata().cloned();
+        return Ok(Planned::grown(
+            vec![plan_full_taking(root, Some(&view), snapshot)?],
+            metadata.as_ref(),
+        ));
+    };
+    let mirrored_already = match to_version {
+        Some(target) => target <= synced,
+        None => request.known_version.is_some_and(|known| known <= synced),
+    };
+    // The check and the read of the new commits go out together: one round trip.
+    let identity = async {
+        Ok::<_, Error>(match current.commit_hash() {
+            None => Identity::Unrecorded,
+            Some(recorded) => match log.commit_hash(synced).await? {
+                None => Identity::Missing,
+                Some(hash) if hash == recorded => Identity::Same,
+                Some(_) => Identity::Changed,
+            },
+        })
+    };
+    let commits = async {
+        match mirrored_already {
+            true => Ok(None),
+            false => log
+                .commits_since(synced, to_version, request.known_version)
+                .await
+                .map(Some),
+        }
+    };
+    let (identity, commits) = tokio::join!(identity, commits);
+    let identity = identity?;
+    if matches!(identity, Identity::Missing | Identity::Changed) {
+        return checked_full(log, read, current, &view, synced, request, identity).await;
+    }
+    if mirrored_already {
+        if to_version.is_some_and(|target| target < synced) {
+            tracing::warn!(table = %read.full_name(), synced, target = ?to_version, "the mirror is already past the requested version; lakemirror never rewinds a table");
+        } else {
+            tracing::debug!(table = %read.full_name(), synced, "the announced commit is mirrored already");
+        }
+        return Ok(Planned::default());
+    }
+    match commits? {
+        Some(CommitsSince::Contiguous(commits)) => match plan_commits(root, &view, &commits) {
+            Ok(plans) => Ok(Planned::grown(
+                plans,
+                commits.iter().rev().find_map(|c| c.metadata.as_ref()),
+            )),
+            Err(lakemirror_plan::Error::RebuildNeeded {
+                from_version,
+                reason,
+                ..
+            }) => {
+                let format_version = Some(current.metadata.format_version());
+                rebuild(log, request, Some(from_version), reason, format_version).await
+            }
+            Err(e) => Err(e.into()),
+        },
+        Some(CommitsSince::Gap { first_available }) => {
+            tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
+            checked_full(log, read, current, &view, synced, request, identity).await
+        }
+        None => Ok(Planned::default()),
+    }
+}
+
+/// Whether the log still holds the commit the mirror's current snapshot was built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    Same,
+    /// Its file is gone: log cleanup, or the table was dropped or re-created.
+    Missing,
+    /// Another commit of the same version: the table was re-created.
+    Changed,
+    /// Mirrors written before lakemirror recorded it.
+    Unrecorded,
+}
+
+/// The whole table at the target, after checking that it is still the table mirrored: when
+/// it is not, a new history; when it is gone, [`Error::SourceMissing`].
+async fn checked_full(
+    log: &DeltaLog,
+    read: &CatalogTable,
+    current: &CommittedTable,
+    view: &IcebergView,
+    synced: i64,
+    request: &GlueSyncRequest,
+    identity: Identity,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let snapshot = match log.snapshot(request.to_version).await {
+        Err(lakemirror_delta::Error::NotADeltaTable(_)) => {
+            return Err(Error::SourceMissing {
+                table: root.to_string(),
+                glue_table: read.full_name(),
+            });
+        }
+        other => other?,
+    };
+    let table_id = snapshot.metadata().and_then(|m| m.id.as_deref());
+    let reason = match (current.delta_table_id(), table_id) {
+        (Some(was), Some(now)) if was != now => Some(format!(
+            "the Delta table was re-created at the same location (table id {now}, was {was})"
+        )),
+        _ if snapshot.version < synced && request.to_version.is_none() => Some(format!(
+            "the Delta table's newest version {} is below the mirrored version {synced}: it was re-created at the same location",
+            snapshot.version
+        )),
+        _ if identity == Identity::Changed => Some(format!(
+            "Delta commit {synced} is not the commit the mirror was built from: the table was re-created at the same location"
+        )),
+        _ => None,
+    };
+    let format_version = Some(current.metadata.format_version());
+    if reason.is_none() && snapshot.version < synced {
+        tracing::warn!(table = %read.full_name(), synced, target = snapshot.version, "the mirror is already past the requested version; lakemirror never rewinds a table");
+        return Ok(Planned::default());
+    }
+    match reason {
+        Some(reason) => rebuild(log, request, None, reason, format_version).await,
+        None => match plan_full(root, Some(view), &snapshot) {
+            Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
+                rebuild(log, request, Some(snapshot.version), reason, format_version).await
+            }
+            plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())),
+        },
+    }
+}
+
+/// The mirror as a new history: one snapshot per version the log still holds from `from`
+/// (the oldest it can rebuild when None) to the target, in `format_version` unless the
+/// Delta table asks for another. A change the new history meets on the way that a mirror
+/// cannot follow starts it again at that change.
+async fn rebuild(
+    log: &DeltaLog,
+    request: &GlueSyncRequest,
+    from: Option<i64>,
+    reason: String,
+    format_version: Option<iceberg::spec::FormatVersion>,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let mut start = match from {
+        Some(version) => version,
+        None => log.oldest_version().await?,
+    };
+    loop {
+        let base = log.snapshot(Some(start)).await?;
+        let base_metadata = base.metadata().cloned();
+        let mut first = plan_full_taking(root, None, base)?;
+        // The mirror keeps its format version unless the Delta table asks for another.
+        first.format_version = first.format_version.or(format_version);
+        let view = IcebergView::of_new_table(&first).ok_or_else(|| {
+            Error::malformed(
+                root,
+                format!("version {start} has no schema to rebuild from"),
+            )
+        })?;
+        let commits = match request.to_version {
+            Some(target) if target <= start => Vec::new(),
+            _ => match log.commits_since(start, request.to_version, None).await? {
+                CommitsSince::Contiguous(commits) => commits,
+                CommitsSince::Gap { .. } => {
+                    return Err(Error::malformed(
+                        root,
+                        format!("commits after version {start} are missing"),
+                    ));
+                }
+            },
+        };
+        match plan_commits(root, &view, &commits) {
+            Ok(rest) => {
+                let newest_metadata = commits
+                    .iter()
+                    .rev()
+                    .find_map(|c| c.metadata.clone())
+                    .or(base_metadata);
+                return Ok(Planned {
+                    plans: std::iter::once(first).chain(rest).collect(),
+                    newest_metadata,
+                    rebuilt: Some(reason),
+                    grouped: None,
+                });
+            }
+            Err(lakemirror_plan::Error::RebuildNeeded { from_version, .. })
+                if from_version > start =>
+            {
+                start = from_version;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The snapshots to write, and the newest Delta metadata that planning saw (None when the
+/// commits planned did not change it).
+#[derive(Default)]
+struct Planned {
+    plans: Vec<SnapshotPlan>,
+    newest_metadata: Option<Metadata>,
+    /// Why the mirror is written as a new history; None when the plans extend it.
+    rebuilt: Option<String>,
+    /// A new mirror of a large table, written in groups instead of `plans`.
+    grouped: Option<GroupedBootstrap>,
+}
+
+/// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
+/// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read).
+async fn bootstraps_in_groups(log: &DeltaLog, request: &GlueSyncRequest) -> Result<bool> {
+    Ok(log
+        .last_checkpoint_size()
+        .await?
+        .is_some_and(|size| size > request.bootstrap_group_files))
+}
+
+impl Planned {
+    fn grown(plans: Vec<SnapshotPlan>, newest_metadata: Option<&Metadata>) -> Self {
+        Self {
+            plans,
+            newest_metadata: newest_metadata.cloned(),
+            rebuilt: None,
+            grouped: None,
+        }
+    }
+}
+
+/// The `lakemirror.glue.*` properties remembered for this Delta table, if any.
+async fn remembered_properties(
+    metadata_store: &TableStorage,
+    delta_table_uri: &str,
+) -> Result<Option<RememberedProperties>> {
+    let Some(bytes) = metadata_store
+        .get_if_exists(&metadata_store.location(TARGET_FILE))
+        .await?
+    else {
+        return Ok(None);
+    };
+    // An unreadable or foreign file is not fatal: the properties are read again.
+    Ok(serde_json::from_slice::<RememberedProperties>(&bytes)
+        .ok()
+        .filter(|r| r.delta_table_uri == delta_table_uri))
+}
+
+/// Remembers the properties as of `delta_version`. A concurrent sync may write an older
+/// state last; that heals itself: the commits after the old target's version carry the
+/// change again.
+async fn remember_properties(
+    metadata_store: &TableStorage,
+    delta_table_uri: &str,
+    delta_version: i64,
+    properties: &TargetProperties,
+) -> Result<()> {
+    let remembered = RememberedProperties {
+        delta_table_uri: delta_table_uri.to_string(),
+        delta_version,
+        properties: properties.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&remembered)?;
+    Ok(metadata_store
+        .put(&metadata_store.location(TARGET_FILE), bytes.into())
+        .await?)
+}
+
+/// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
+fn backoff(attempt: u32) -> Duration {
+    let base = 50u64.saturating_mul(1 << attempt.min(7)).min(5_000);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_u128() as u16) % (base / 2 + 1);
+    Duration::from_millis(base / 2 + jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lakemirror_delta::test_tables::{
+        add, delete_commit, metadata, protocol, remove, write_commit,
+    };
+    use lakemirror_storage::ObjectStores;
+
+    use crate::catalog::InMemoryCatalog;
+
+    fn lake() -> (Lakehouse, Arc<InMemoryCatalog>) {
+        let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
+        let lake = Lakehouse {
+            stores: ObjectStores::in_memory(),
+            catalog: catalog.clone(),
+        };
+        (lake, catalog)
+    }
+
+    fn request(table_uri: &str) -> GlueSyncRequest {
+        GlueSyncRequest {
+            table_uri: table_uri.into(),
+            database: "lake".into(),
+            table: None,
+            metadata_uri: None,
+            to_version: None,
+            known_version: None,
+            format_version: iceberg::spec::FormatVersion::V2,
+            on_missing_source: OnMissingSource::Keep,
+            allowed_databases: None,
+            name_from: NameFrom::Folder,
+            bootstrap_group_files: 250_000,
+        }
+    }
+
+    async fn sync(lake: &Lakehouse, request: &GlueSyncRequest) -> Result<SyncReport> {
+        glue_sync(lake, request, Arc::default()).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_creates_extends_and_then_leaves_the_mirror_alone() {
+        let (lake, catalog) = lake();
+        let orders = lake
+            .stores
+            .open("s3://lake/orders", Arc::default())
+            .unwrap();
+        write_commit(
+            &orders,
+            0,
+            &[
+                protocol(),
+                metadata("t1", &[("id", "long")], &[]),
+                add("a.parquet", 5, &[]),
+            ],
+        )
+        .await;
+        let request = request("s3://lake/orders");
+        let created = sync(&lake, &request).await.unwrap();
+        assert_eq!(
+            (created.action, created.delta_version),
+            (SyncAction::Created, Some(0))
+        );
+        assert_eq!(created.table, "orders", "named after its folder");
+
+        write_commit(&orders, 1, &[add("b.parquet", 5, &[])]).await;
+        write_commit(&orders, 2, &[remove("a.parquet")]).await;
+        catalog.interfere("lake", "orders", 1);
+        let synced = sync(&lake, &request).await.unwrap();
+        assert_eq!(synced.action, SyncAction::Synced);
+        assert_eq!(
+            synced.snapshots_committed, 2,
+            "one snapshot per Delta version"
+        );
+        assert_eq!((synced.added_files, synced.removed_files), (1, 1));
+        assert_eq!(synced.attempts, 2, "the lost race was planned again");
+
+        let again = sync(&lake, &request).await.unwrap();
+        assert_eq!(
+            (again.action, again.delta_version),
+            (SyncAction::Unchanged, Some(2))
+        );
+        assert_eq!(again.snapshots_committed, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_that_keeps_losing_its_race_gives_up_with_a_retryable_error() {
+        let (lake, catalog) = lake();
+        let orders = lake
+            .stores
+            .open("s3://lake/orders", Arc::default())
+            .unwrap();
+        write_commit(
+            &orders,
+            0,
+            &[protocol(), metadata("t1", &[("id", "long")], &[])],
+        )
+        .await;
+        sync(&lake, &request("s3://lake/orders")).await.unwrap();
+        write_commit(&orders, 1, &[add("a.parquet", 5, &[])]).await;
+        catalog.interfere("lake", "orders", u32::MAX);
+        let err = sync(&lake, &request("s3://lake/orders")).await.unwrap_err();
+        assert!(matches!(err, Error::CommitConflict(_)), "{err}");
+        assert!(err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn a_mirror_whose_delta_table_is_gone_is_kept_or_dropped_as_asked() {
+        let (lake, catalog) = lake();
+        let orders = lake
+            .stores
+            .open("s3://lake/orders", Arc::default())
+            .unwrap();
+        write_commit(
+            &orders,
+            0,
+            &[protocol(), metadata("t1", &[("id", "long")], &[])],
+        )
+        .await;
+        sync(&lake, &request("s3://lake/orders")).await.unwrap();
+        delete_commit(&orders, 0).await;
+        let kept = sync(&lake, &request("s3://lake/orders")).await.unwrap_err();
+        assert!(matches!(kept, Error::SourceMissing { .. }), "{kept}");
+        assert!(!kept.is_retryable());
+        assert!(catalog.parameters("lake", "orders").is_some());
+        let dropping = GlueSyncRequest {
+            on_missing_source: OnMissingSource::Drop,
+            ..request("s3://lake/orders")
+        };
+        let dropped = sync(&lake, &dropping).await.unwrap();
+        assert_eq!(dropped.action, SyncAction::Dropped);
+        assert!(catalog.parameters("lake", "orders").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_catalog_table_that_mirrors_another_delta_table_is_refused() {
+        let (lake, _) = lake();
+        for uri in ["s3://lake/a/orders", "s3://lake/b/orders"] {
+            let table = lake.stores.open(uri, Arc::default()).unwrap();
+            write_commit(
+                &table,
+                0,
+                &[protocol(), metadata(uri, &[("id", "long")], &[])],
+            )
+            .await;
+        }
+        sync(&lake, &request("s3://lake/a/orders")).await.unwrap();
+        let err = sync(&lake, &request("s3://lake/b/orders"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::CatalogState(m) if m.contains("mirrors s3://lake/a/orders")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn backoff_grows_and_stays_bounded() {
+        for attempt in 1..20 {
+            let pause = backoff(attempt);
+            assert!(pause <= Duration::from_millis(5_000), "{pause:?}");
+            assert!(pause >= Duration::from_millis(25));
+        }
+        assert!(backoff(1) <= Duration::from_millis(100));
+    }
+}

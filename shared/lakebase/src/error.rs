@@ -1,0 +1,96 @@
+//! The reverse sync's one error type.
+
+use std::fmt;
+
+/// Result alias of lakemirror-lakebase.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can stop a reverse sync.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an object of the Delta table failed.
+    #[error(transparent)]
+    Storage(#[from] lakemirror_storage::Error),
+
+    /// The Delta log could not be read, or holds what lakemirror cannot read.
+    #[error(transparent)]
+    Delta(#[from] lakemirror_delta::Error),
+
+    /// A data file path or type the planner refuses.
+    #[error(transparent)]
+    Plan(#[from] lakemirror_plan::Error),
+
+    /// A Unity Catalog source could not be resolved.
+    #[error(transparent)]
+    Unity(#[from] lakemirror_unity::Error),
+
+    /// The synced tables' configuration (or a deployment setting) cannot be used.
+    #[error("{0}")]
+    Config(String),
+
+    /// The PostgreSQL connection settings cannot be used.
+    #[error("{0}")]
+    Connection(String),
+
+    /// The target table is not in a state this sync can continue from.
+    #[error("{0}")]
+    Target(String),
+
+    /// The source rows cannot be stored as they are (a duplicate key, a value PostgreSQL
+    /// refuses). Nothing was changed.
+    #[error("{0}")]
+    Rows(String),
+
+    /// A data file could not be read.
+    #[error("{location}: {reason}")]
+    Data { location: String, reason: String },
+
+    /// A PostgreSQL statement or connection failed.
+    #[error("PostgreSQL: {message}")]
+    Postgres { message: String, retryable: bool },
+
+    /// Parquet could not be decoded.
+    #[error("Parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+
+    /// Reading Delta rows into Arrow failed.
+    #[error("reading rows: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+
+    /// JSON (de)serialization failed.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Whether running the same sync again may succeed without anyone changing anything.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Postgres { retryable, .. } => *retryable,
+            Error::Storage(e) => e.is_retryable(),
+            Error::Delta(e) => e.is_retryable(),
+            Error::Unity(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// Whether an object the sync read does not exist (a vacuumed data file).
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            Error::Storage(e) => e.is_not_found(),
+            Error::Delta(e) => e.is_not_found(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn malformed(table: impl fmt::Display, reason: impl fmt::Display) -> Self {
+        Error::Delta(lakemirror_delta::Error::malformed(table, reason))
+    }
+
+    pub(crate) fn data(location: &str, reason: impl fmt::Display) -> Self {
+        Error::Data {
+            location: location.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! The `lakebase-sync` function's logic: a schedule tick, or the Delta tables that
+//! `_delta_log` commit events announced (read by the function's handler), in; the synced
+//! tables that are due (or announced) brought up to date.
+//!
+//! One schedule serves every table: on each tick a table is synced when its `sync.interval`
+//! has passed since `lakemirror.sync_state` last recorded it, so adding a table or changing
+//! its interval is a config change, not a new schedule. Commit events of a table's
+//! `source.path` sync it at once, whatever its interval.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
+use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
+use lakemirror_unity::function::UnityConfig;
+use serde_json::{Value, json};
+
+use crate::config::{Conflict, SyncedTable, parse_config};
+use crate::error::{Error, Result};
+use crate::postgres::{Connection, pg_error};
+use crate::state::STATE_TABLE;
+use crate::sync::{LakebaseReport, lakebase_sync};
+
+/// A tick this much early still syncs a table: schedules fire to the minute, not the second.
+const SCHEDULE_SLACK: Duration = Duration::from_secs(60);
+
+/// Configuration of the lakebase-sync function, from its environment.
+///
+/// Who may change it is who may make the function write to the database: the config is
+/// text in the stack (`LAKEBASE_CONFIG`) or one S3 object the stack names
+/// (`LAKEBASE_CONFIG_URI`) outside the data prefixes, which whoever writes Delta tables may
+/// write; and what it may ask is bounded by the stack (`LAKEBASE_ALLOW_REPLACE`,
+/// `LAKEBASE_ALLOWED_SCHEMAS`). Not `Debug`: the PostgreSQL URL may hold a password.
+#[derive(Clone)]
+pub struct LakebaseSyncConfig {
+    /// Where the synced tables are listed.
+    pub config: ConfigSource,
+    /// `POSTGRES_URL`; without it the libpq environment (`PGHOST`, `PGUSER`, ...).
+    pub postgres_url: Option<String>,
+    /// `POSTGRES_PASSWORD_SECRET_ARN`: a Secrets Manager secret holding the password (plain,
+    /// or JSON with a `password` field as RDS writes it); read on every invocation, so a
+    /// rotated password or a refreshed Lakebase OAuth token is picked up.
+    pub password_secret_arn: Option<String>,
+    /// `UC_URL` and its token: resolves `source.catalog/schema/table` sources.
+    pub unity: Option<UnityConfig>,
+    /// `TABLE_PREFIXES`: where Delta tables (and so their writers) live; the config object
+    /// may not lie there.
+    pub table_prefixes: Vec<String>,
+    /// `LAKEBASE_ALLOW_REPLACE`: whether a table may ask `sync.conflict_on_existing =
+    /// "replace"` (drop a table lakemirror did not create). Off unless the stack allows it.
+    pub allow_replace: bool,
+    /// `LAKEBASE_ALLOWED_SCHEMAS`: the PostgreSQL schemas targets may lie in (None: any).
+    pub allowed_schemas: Option<Vec<String>>,
+    /// `POSTGRES_CA_PEM`: the CA of the server's certificate, as PEM (a Lakebase or RDS
+    /// region bundle); else `POSTGRES_CA_SECRET_ARN`, a secret holding it; else the
+    /// system's roots.
+    pub ca_pem: Option<String>,
+    pub ca_secret_arn: Option<String>,
+    /// `POSTGRES_ALLOW_INSECURE`: allow an sslmode that may fall back to plaintext
+    /// (`disable`, `prefer`). Off: the function connects with `verify-full` by default.
+    pub allow_insecure: bool,
+    /// The libpq environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`,
+    /// `PGSSLMODE`, `PGSSLROOTCERT`), for a connection without `POSTGRES_URL`.
+    pub libpq: HashMap<String, String>,
+}
+
+/// Where the lakebase-sync function's table list comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `LAKEBASE_CONFIG`: the TOML text itself.
+    Text(String),
+    /// `LAKEBASE_CONFIG_URI`: the `s3://` URI of one TOML file.
+    Object(String),
+}
+
+impl LakebaseSyncConfig {
+    /// The configuration from `setting` (the function's environment variables).
+    pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
+        let config = match (var("LAKEBASE_CONFIG"), var("LAKEBASE_CONFIG_URI")) {
+            (Some(text), None) => ConfigSource::Text(text),
+            (None, Some(uri)) => ConfigSource::Object(uri),
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "both LAKEBASE_CONFIG and LAKEBASE_CONFIG_URI are set: give the tables as TOML text or as the s3:// URI of a file, not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(Error::Config(
+                    "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, as for lakemirror lakebase-sync --config), or the s3:// URI of such a file as LAKEBASE_CONFIG_URI".into(),
+                ));
+            }
+        };
+        Ok(Self {
+            config,
+            postgres_url: var("POSTGRES_URL"),
+            password_secret_arn: var("POSTGRES_PASSWORD_SECRET_ARN"),
+            unity: match var("UC_URL") {
+                Some(_) => Some(UnityConfig::from_settings(setting)?),
+                None => None,
+            },
+            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
+            allow_replace: flag("LAKEBASE_ALLOW_REPLACE", var("LAKEBASE_ALLOW_REPLACE"))?,
+            allowed_schemas: allowed_schemas(var("LAKEBASE_ALLOWED_SCHEMAS").as_deref()),
+            ca_pem: var("POSTGRES_CA_PEM"),
+            ca_secret_arn: var("POSTGRES_CA_SECRET_ARN"),
+            allow_insecure: flag("POSTGRES_ALLOW_INSECURE", var("POSTGRES_ALLOW_INSECURE"))?,
+            libpq: crate::postgres::LIBPQ_VARIABLES
+                .iter()
+                .filter_map(|name| var(name).map(|value| (name.to_string(), value)))
+                .collect(),
+        })
+    }
+}
+
+/// A `true`/`false` environment variable (unset: false).
+fn flag(name: &str, value: Option<String>) -> Result<bool> {
+    match value {
+        None => Ok(false),
+        Some(v) => v
+            .trim()
+            .parse::<bool>()
+            .map_err(|_| Error::Config(format!("{name}={v:?}: allowed values are true and false"))),
+    }
+}
+
+/// `LAKEBASE_ALLOWED_SCHEMAS`: comma-separated schema names; None (any schema) when unset.
+pub fn allowed_schemas(value: Option<&str>) -> Option<Vec<String>> {
+    value.map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+}
+
+/// The lakebase-sync function: configuration and clients, built once per process.
+/// Not `Debug`: its configuration may hold a password.
+#[derive(Clone)]
+pub struct LakebaseSyncFunction {
+    pub config: LakebaseSyncConfig,
+    stores: ObjectStores,
+    secrets: Option<Arc<dyn SecretSource>>,
+}
+
+/// What one invocation synced, and what failed.
+#[derive(Default)]
+pub struct LakebaseOutcome {
+    pub synced: Vec<LakebaseReport>,
+    /// `{"target", "error"}` per table that failed.
+    pub failed: Vec<Value>,
+    /// Tables neither due nor announced.
+    pub skipped: usize,
+    /// The messages of the tables that failed, for redelivery (sorted, once each).
+    pub redeliver: Vec<String>,
+    /// The first failure, for an event that fails as a whole.
+    pub first_error: Option<Error>,
+}
+
+impl LakebaseSyncFunction {
+    /// `secrets` reads the password, the CA and the Unity Catalog token when their secrets
+    /// are configured.
+    pub fn new(
+        config: LakebaseSyncConfig,
+        stores: ObjectStores,
+        secrets: Option<Arc<dyn SecretSource>>,
+    ) -> Self {
+        Self {
+            config,
+            stores,
+            secrets,
+        }
+    }
+
+    /// Whether any secret is configured (the handler builds a secret source only then).
+    pub fn needs_secrets(config: &LakebaseSyncConfig) -> bool {
+        config.password_secret_arn.is_some()
+            || config.ca_secret_arn.is_some()
+            || config
+                .unity
+                .as_ref()
+                .is_some_and(|u| u.token_secret_arn.is_some())
+    }
+
+    /// Syncs the tables `announced` names (commit events), or with none announced (a
+    /// schedule tick) the tables that are due; the others count as `skipped`. Every table
+    /// is tried.
+    pub async fn sync(&self, announced: &[AnnouncedTable]) -> Result<LakebaseOutcome> {
+        let tables = self.tables().await?;
+        let unity = match (
+            &self.config.unity,
+            tables.iter().any(|t| t.source_path().is_none()),
+        ) {
+            (Some(unity), true) => Some(unity.client(self.secrets.as_deref()).await?),
+            _ => None,
+        };
+        // Commit events of tables not synced here end before any connection is opened: a
+        // burst of commits elsewhere costs the database nothing. Each announced table keeps
+        // the messages that announced it.
+        let mut chosen: Vec<(&SyncedTable, Vec<String>)> = Vec::new();
+        if !announced.is_empty() {
+            for table in &tables {
+                let location = match (table.source_path(), &unity) {
+                    (Some(path), _) => Some(path.to_string()),
+                    // A Unity Catalog source: its storage location, as UC has it now.
+                    (None, Some(uc)) => uc
+                        .get_table(&table.source.to_string())
+                        .await?
+                        .and_then(|t| t.storage_location),
+                    (None, None) => None,
+                };
+                let Some(location) = location.map(|l| canonical_uri(&l)) else {
+                    continue;
+                };
+                if let Some(commits) = announced.iter().find(|t| t.table_uri == location) {
+                    chosen.push((table, commits.message_ids.clone()));
+                }
+            }
+            if chosen.is_empty() {
+                return Ok(LakebaseOutcome {
+                    skipped: tables.len(),
+                    ..LakebaseOutcome::default()
+                });
+            }
+        }
+        let libpq = |name: &str| self.config.libpq.get(name).cloned();
+        let connection = Connection::new(
+            self.config.postgres_url.as_deref(),
+            self.password().await?,
+            &libpq,
+        )?
+        .verified(self.ca().await?, self.config.allow_insecure)?;
+        let mut client = connection.connect().await?;
+        if announced.is_empty() {
+            chosen = due(&client, &tables)
+                .await?
+                .into_iter()
+                .map(|t| (t, Vec::new()))
+                .collect();
+        }
+        let mut outcome = LakebaseOutcome {
+            skipped: tables.len() - chosen.len(),
+            ..LakebaseOutcome::default()
+        };
+        for (table, message_ids) in &chosen {
+            match lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref()).await {
+                Ok(report) => {
+                    tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
+                    println!("{}", reverse_sync_metric(&report));
+                    outcome.synced.push(report);
+                }
+                Err(e) => {
+                    tracing::error!(target = %table.target, error = %e, "sync failed");
+                    println!("{}", reverse_sync_failed_metric(&table.target.to_string()));
+                    outcome.failed.push(
+                        json!({ "target": table.target.to_string(), "error": e.to_string() }),
+                    );
+                    outcome.redeliver.extend(message_ids.iter().cloned());
+                    outcome.first_error.get_or_insert(e);
+                }
+            }
+        }
+        outcome.redeliver.sort();
+        outcome.redeliver.dedup();
+        if !outcome.failed.is_empty() {
+            tracing::error!(failed = %serde_json::Value::Array(outcome.failed.clone()), "some tables failed");
+        }
+        Ok(outcome)
+    }
+
+    /// The synced tables, as the config lists them and the deployment allows them.
+    async fn tables(&self) -> Result<Vec<SyncedTable>> {
+        let tables = match &self.config.config {
+            ConfigSource::Text(text) if text.trim().starts_with("s3://") => {
+                return Err(Error::Config(format!(
+                    "LAKEBASE_CONFIG is an S3 URI ({}): give it as LAKEBASE_CONFIG_URI (SAM LakebaseConfigUri), which the function may read, and nothing else there",
+                    text.trim()
+                )));
+            }
+            ConfigSource::Text(text) => parse_config(text, "LAKEBASE_CONFIG")?,
+            ConfigSource::Object(uri) => {
+                if let Some(prefix) = self
+                    .config
+                    .table_prefixes
+                    .iter()
+                    .find(|p| canonical_uri(uri).starts_with(&canonical_uri(p)))
+                {
+                    return Err(Error::Config(format!(
+                        "LAKEBASE_CONFIG_URI {uri} lies under {prefix} (TABLE_PREFIXES), where whoever writes Delta tables may write it: keep the config where only the stack's owners can"
+                    )));
+                }
+                let (parent, _) = uri.rsplit_once('/').unwrap_or((uri, ""));
+                let store = self.stores.open(parent, Arc::new(IoCounters::default()))?;
+                let (bytes, _) = store.get(uri).await?;
+                let text = std::str::from_utf8(&bytes).map_err(|e| {
+                    Error::Config(format!("LAKEBASE_CONFIG_URI {uri} is not UTF-8: {e}"))
+                })?;
+                parse_config(text, &format!("LAKEBASE_CONFIG_URI {uri}"))?
+            }
+        };
+        for table in &tables {
+            allowed(
+                table,
+                self.config.allow_replace,
+                self.config.allowed_schemas.as_deref(),
+            )?;
+        }
+        Ok(tables)
+    }
+
+    /// The CA of the server's certificate, from the environment or a secret.
+    async fn ca(&self) -> Result<Option<String>> {
+        if let Some(pem) = &self.config.ca_pem {
+            return Ok(Some(pem.clone()));
+        }
+        let (Some(arn), Some(secrets)) = (&self.config.ca_secret_arn, &self.secrets) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            secrets
+                .secret(arn, "ca", "the PostgreSQL CA secret")
+                .await?,
+        ))
+    }
+
+    /// The password from Secrets Manager, when a secret is configured.
+    async fn password(&self) -> Result<Option<String>> {
+        let (Some(arn), Some(secrets)) = (&self.config.password_secret_arn, &self.secrets) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            secrets
+                .secret(arn, "password", "the password secret")
+                .await?,
+        ))
+    }
+}
+
+/// Refuses what the deployment does not allow a config to ask: replacing a table lakemirror
+/// did not create, or a target outside the allowed schemas.
+fn allowed(table: &SyncedTable, allow_replace: bool, schemas: Option<&[String]>) -> Result<()> {
+    if table.conflict_on_existing == Conflict::Replace && !allow_replace {
+        return Err(Error::Config(format!(
+            "the table {} asks sync.conflict_on_existing = \"replace\", which this deployment does not allow (LAKEBASE_ALLOW_REPLACE, SAM LakebaseAllowReplace); nothing was synced",
+            table.target
+        )));
+    }
+    if let Some(schemas) = schemas
+        && !schemas.contains(&table.target.schema)
+    {
+        return Err(Error::Config(format!(
+            "the target {} is outside the schemas this deployment allows ({}; LAKEBASE_ALLOWED_SCHEMAS, SAM LakebaseAllowedSchemas); nothing was synced",
+            table.target,
+            schemas.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The tables whose interval has passed since their last sync (never synced: due).
+async fn due<'a>(
+    client: &tokio_postgres::Client,
+    tables: &'a [SyncedTable],
+) -> Result<Vec<&'a SyncedTable>> {
+    let has_state: bool = client
+        .query_one(
+            "SELECT to_regclass('lakemirror.sync_state') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("looking for lakemirror.sync_state", e))?
+        .get(0);
+    let ages: Vec<(String, f64)> = if has_state {
+        client
+            .query(
+                &format!(
+                    "SELECT target, extract(epoch FROM now() - synced_at)::float8 FROM {STATE_TABLE}"
+                ),
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error("reading lakemirror.sync_state", e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(tables
+        .iter()
+        .filter(|t| {
+            let age = ages
+                .iter()
+                .find(|(target, _)| *target == t.target.sql())
+                .map(|(_, seconds)| Duration::from_secs_f64(seconds.max(0.0)));
+            is_due(age, t.interval)
+        })
+        .collect())
+}
+
+/// Due when never synced, or when the interval has passed (within [`SCHEDULE_SLACK`]).
+fn is_due(since_last_sync: Option<Duration>, interval: Duration) -> bool {
+    since_last_sync.is_none_or(|age| age + SCHEDULE_SLACK >= interval)
+}
+
+/// A CloudWatch embedded-metric-format record: rows a reverse sync wrote and its duration.
+fn reverse_sync_metric(report: &LakebaseReport) -> serde_json::Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
+                                    "Metrics": [{ "Name": "ReverseSyncRows", "Unit": "Count" },
+                                                { "Name": "ReverseSyncDuration", "Unit": "Milliseconds" }] }]
+        },
+        "Target": report.target,
+        "ReverseSyncRows": report.rows_inserted + report.rows_updated + report.rows_deleted,
+        "ReverseSyncDuration": report.elapsed_ms,
+    })
+}
+
+/// A CloudWatch embedded-metric-format record: a reverse sync that failed.
+fn reverse_sync_failed_metric(target: &str) -> serde_json::Value {
+    json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
+                                    "Metrics": [{ "Name": "ReverseSyncFailed", "Unit": "Count" }] }]
+        },
+        "Target": target,
+        "ReverseSyncFailed": 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_is_due_when_its_interval_has_passed() {
+        let quarter = Duration::from_secs(900);
+        assert!(is_due(None, quarter));
+        assert!(is_due(Some(Duration::from_secs(900)), quarter));
+        assert!(
+            is_due(Some(Duration::from_secs(850)), quarter),
+            "a tick a little early still counts"
+        );
+        assert!(!is_due(Some(Duration::from_secs(600)), quarter));
+    }
+
+    #[test]
+    fn a_config_may_ask_only_what_the_deployment_allows() {
+        let table = |extra: &str| {
+            parse_config(
+                &format!("[[tables]]\nsource.path = \"s3://lake/t\"\n{extra}"),
+                "test",
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let replace = table("sync.conflict_on_existing = \"replace\"");
+        let err = allowed(&replace, false, None).unwrap_err().to_string();
+        assert!(err.contains("LAKEBASE_ALLOW_REPLACE"), "{err}");
+        assert!(allowed(&replace, true, None).is_ok());
+        let elsewhere = table("target.table_name = \"admin.users\"");
+        let schemas = allowed_schemas(Some("public, app")).unwrap();
+        let err = allowed(&elsewhere, false, Some(&schemas))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("admin") && err.contains("LAKEBASE_ALLOWED_SCHEMAS"),
+            "{err}"
+        );
+        assert!(
+            allowed(
+                &table("target.table_name = \"app.t\""),
+                false,
+                Some(&schemas)
+            )
+            .is_ok()
+        );
+        assert!(
+            allowed(&table(""), false, Some(&schemas)).is_ok(),
+            "public by default"
+        );
+    }
+
+    #[test]
+    fn s3a_and_trailing_slashes_match_the_event_spelling() {
+        assert_eq!(canonical_uri("s3a://lake/t/"), "s3://lake/t");
+        assert_eq!(canonical_uri("s3://lake/t"), "s3://lake/t");
+    }
+}

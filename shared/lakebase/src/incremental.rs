@@ -1,0 +1,375 @@
+//! Incremental sync: the commits since the synced version applied by primary key in one
+//! transaction (rows only in removed files deleted, rows in added files upserted, deletion
+//! vectors counted, added columns added); a full refresh when that is cheaper or the commits
+//! are gone from the log.
+
+use tokio_postgres::Transaction;
+
+use crate::changes::{FileChanges, file_changes, full_refresh_is_cheaper};
+use crate::config::{Mode, SyncedTable};
+use crate::error::{Error, Result};
+use crate::postgres::{TableName, pg_error, quote_ident};
+use crate::read::{Rows, SourceColumn, deleted_positions, source_columns};
+use crate::state::{SyncState, write_state};
+use crate::sync::{Applied, check_primary_key, copy_rows, key_text, readable_metadata};
+use lakemirror_delta::{CommitsSince, DeltaLog};
+use lakemirror_storage::TableStorage;
+
+/// Applies the commits after the synced version to the target by primary key. None when
+/// they cannot be applied from the log alone (cleaned up, removes without partition values,
+/// a data file already vacuumed): the caller refreshes fully instead.
+pub(crate) async fn apply_increment(
+    tx: &Transaction<'_>,
+    log: &DeltaLog,
+    table: &SyncedTable,
+    state: &SyncState,
+    to_version: Option<i64>,
+) -> Result<Option<Applied>> {
+    let store = log.table();
+    let uri = store.root_uri().to_string();
+    let target = &table.target;
+    if to_version.is_some_and(|v| v < state.version) {
+        return Err(Error::Target(format!(
+            "{target} is at Delta version {} already; an incremental sync cannot go back to {}. Run a full refresh (--mode full_refresh) to load an older version",
+            state.version,
+            to_version.unwrap_or_default()
+        )));
+    }
+    let commits = match log.commits_since(state.version, to_version, None).await? {
+        CommitsSince::Contiguous(commits) => commits,
+        CommitsSince::Gap { first_available } => {
+            tracing::warn!(%target, synced = state.version, ?first_available, "the commits after the synced version were cleaned up from the Delta log; refreshing fully");
+            return Ok(None);
+        }
+    };
+    let Some(last) = commits.last() else {
+        return Ok(Some(Applied {
+            version: state.version,
+            up_to_date: true,
+            ..Applied::default()
+        }));
+    };
+    let version = last.version;
+
+    // The schema at the end of the range: the state's, unless a commit changed it.
+    let changed_metadata = commits
+        .iter()
+        .any(|c| c.metadata.is_some() || c.protocol.is_some());
+    let metadata = match (&state.metadata, changed_metadata) {
+        (Some(m), false) => m.clone(),
+        _ => readable_metadata(&uri, &log.snapshot(Some(version)).await?)?.clone(),
+    };
+    let columns = source_columns(&uri, &metadata)?;
+    check_primary_key(&uri, &columns, &table.primary_key)?;
+    let target_key = primary_key_of(tx, target).await?;
+    if target_key != table.primary_key {
+        return Err(Error::Target(format!(
+            "{target} has primary key ({}) but sync.primary_key is ({}); run a full refresh (--mode full_refresh) to rebuild it",
+            target_key.join(", "),
+            table.primary_key.join(", ")
+        )));
+    }
+    let existing = target_columns(tx, target).await?;
+    let added_columns = schema_change(&uri, target, &existing, &columns)?;
+
+    let changes = match file_changes(&commits, !metadata.partition_columns.is_empty()) {
+        Ok(changes) => changes,
+        Err(reason) => {
+            tracing::warn!(%target, %reason, "the commits cannot be applied row by row; refreshing fully");
+            return Ok(None);
+        }
+    };
+    if let Some(read) = changes.rows_read()
+        && full_refresh_is_cheaper(read, u64::try_from(state.rows).unwrap_or(0))
+    {
+        tracing::info!(%target, rows_read = read, table_rows = state.rows, "the changed files hold most of the table (Delta rewrote them whole); a full refresh is cheaper");
+        return Ok(None);
+    }
+    for column in &added_columns {
+        tx.batch_execute(&format!(
+            "ALTER TABLE {} ADD COLUMN {} {}",
+            target.sql(),
+            quote_ident(&column.copy.name),
+            column.copy.pg.sql()
+        ))
+        .await
+        .map_err(|e| {
+            pg_error(
+                &format!("adding column {} to {target}", column.copy.name),
+                e,
+            )
+        })?;
+    }
+    let mut applied = Applied {
+        version,
+        ..Applied::default()
+    };
+    if !changes.is_empty() {
+        match apply_changes(tx, store, table, &columns, &changes).await {
+            Ok((inserted, updated, deleted)) => {
+                applied.inserted = inserted;
+                applied.updated = updated;
+                applied.deleted = deleted;
+            }
+            Err(e) if e.is_not_found() => {
+                tracing::warn!(%target, error = %e, "a data file the increment needs is gone (vacuumed); refreshing fully");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    lakemirror_storage::crash::point("lakebase-increment-after-apply");
+    let rows = state.rows + applied.inserted as i64 - applied.deleted as i64;
+    write_state(tx, table, &uri, Mode::Incremental, version, rows, &metadata).await?;
+    Ok(Some(applied))
+}
+
+/// Loads the changed rows into temporary tables and applies them: keys that left the table
+/// are deleted, rows at the end of the range are inserted or updated (unchanged rows are not
+/// written). Returns (inserted, updated, deleted).
+pub(crate) async fn apply_changes(
+    tx: &Transaction<'_>,
+    store: &TableStorage,
+    table: &SyncedTable,
+    columns: &[SourceColumn],
+    changes: &FileChanges,
+) -> Result<(u64, u64, u64)> {
+    let target = &table.target;
+    let upserts = TableName {
+        schema: "pg_temp".into(),
+        table: "lakemirror_upserts".into(),
+    };
+    let deletes = TableName {
+        schema: "pg_temp".into(),
+        table: "lakemirror_deletes".into(),
+    };
+    let all: Vec<String> = columns.iter().map(|c| quote_ident(&c.copy.name)).collect();
+    let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
+    let key_columns: Vec<SourceColumn> = table
+        .primary_key
+        .iter()
+        .filter_map(|k| columns.iter().find(|c| &c.copy.name == k).cloned())
+        .collect();
+    tx.batch_execute(&format!(
+        "CREATE TEMP TABLE lakemirror_upserts ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA;
+         CREATE TEMP TABLE lakemirror_deletes ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA",
+        all.join(", "),
+        target.sql(),
+        keys.join(", "),
+        target.sql()
+    ))
+    .await
+    .map_err(|e| pg_error("creating the temporary tables of the increment", e))?;
+
+    // Rows at the end: added files, and rows a deletion vector no longer deletes.
+    let mut rows_in = Vec::new();
+    let mut rows_out = Vec::new();
+    for add in &changes.added {
+        rows_in.push((add.clone(), Rows::Live));
+    }
+    for add in &changes.removed {
+        rows_out.push((add.clone(), Rows::Live));
+    }
+    for (start, end) in &changes.redeleted {
+        let before = deleted_positions(store, start).await?;
+        let after = deleted_positions(store, end).await?;
+        rows_in.push((end.clone(), Rows::At(&before - &after)));
+        rows_out.push((end.clone(), Rows::At(&after - &before)));
+    }
+    copy_rows(tx, store, columns, rows_in, &upserts, table).await?;
+    copy_rows(tx, store, &key_columns, rows_out, &deletes, table).await?;
+    lakemirror_storage::crash::point("lakebase-increment-after-copy");
+
+    let duplicate = tx
+        .query_opt(
+            &format!(
+                "SELECT {} FROM lakemirror_upserts GROUP BY {} HAVING count(*) > 1 LIMIT 1",
+                table
+                    .primary_key
+                    .iter()
+                    .map(|k| format!("{}::text", quote_ident(k)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                keys.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("looking for duplicate keys", e))?;
+    if let Some(row) = duplicate {
+        let pairs: Vec<(String, String)> = table
+            .primary_key
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let value: Option<String> = row.get(i);
+                (k.clone(), value.unwrap_or_else(|| "NULL".into()))
+            })
+            .collect();
+        return Err(Error::Rows(format!(
+            "{target}: the Delta table {} holds the primary key ({}) more than once; nothing was changed. Fix the source or sync.primary_key",
+            store.root_uri(),
+            key_text(&pairs, table.show_values)
+        )));
+    }
+    tx.batch_execute("ANALYZE lakemirror_upserts; ANALYZE lakemirror_deletes")
+        .await
+        .map_err(|e| pg_error("analyzing the increment", e))?;
+
+    let same_key = |a: &str, b: &str| {
+        table
+            .primary_key
+            .iter()
+            .map(|k| format!("{a}.{k} = {b}.{k}", k = quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    };
+    let deleted = tx
+        .execute(
+            &format!(
+                "DELETE FROM {} t USING lakemirror_deletes d WHERE {} AND NOT EXISTS (SELECT 1 FROM lakemirror_upserts u WHERE {})",
+                target.sql(),
+                same_key("t", "d"),
+                same_key("u", "d")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("deleting rows from {target}"), e))?;
+    let values: Vec<String> = columns
+        .iter()
+        .filter(|c| !table.primary_key.contains(&c.copy.name))
+        .map(|c| quote_ident(&c.copy.name))
+        .collect();
+    let on_conflict = if values.is_empty() {
+        "DO NOTHING".to_string()
+    } else {
+        format!(
+            "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
+            values
+                .iter()
+                .map(|v| format!("{v} = EXCLUDED.{v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            values
+                .iter()
+                .map(|v| format!("t.{v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            values
+                .iter()
+                .map(|v| format!("EXCLUDED.{v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH written AS (
+                   INSERT INTO {} AS t ({cols}) SELECT {cols} FROM lakemirror_upserts
+                   ON CONFLICT ({}) {on_conflict}
+                   RETURNING (xmax = 0) AS inserted)
+                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written",
+                target.sql(),
+                keys.join(", "),
+                cols = all.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("writing rows into {target}"), e))?;
+    let (inserted, updated): (i64, i64) = (row.get(0), row.get(1));
+    Ok((
+        u64::try_from(inserted).unwrap_or(0),
+        u64::try_from(updated).unwrap_or(0),
+        deleted,
+    ))
+}
+
+/// The target's primary key columns, in key order.
+pub(crate) async fn primary_key_of(
+    tx: &Transaction<'_>,
+    target: &TableName,
+) -> Result<Vec<String>> {
+    let rows = tx
+        .query(
+            "SELECT a.attname::text FROM pg_index i
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+             WHERE i.indrelid = $1::text::regclass AND i.indisprimary ORDER BY k.n",
+            &[&target.sql()],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("reading the primary key of {target}"), e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The target's columns and their types as PostgreSQL spells them.
+pub(crate) async fn target_columns(
+    tx: &Transaction<'_>,
+    target: &TableName,
+) -> Result<Vec<(String, String)>> {
+    let rows = tx
+        .query(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+             WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&target.sql()],
+        )
+        .await
+        .map_err(|e| pg_error(&format!("reading the columns of {target}"), e))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The source columns the target lacks (they become `ADD COLUMN`); any other difference
+/// (a column dropped, renamed or retyped) needs a full refresh.
+pub(crate) fn schema_change<'a>(
+    uri: &str,
+    target: &TableName,
+    existing: &[(String, String)],
+    columns: &'a [SourceColumn],
+) -> Result<Vec<&'a SourceColumn>> {
+    let needs_refresh = |what: String| {
+        Error::Target(format!(
+            "{target}: {what} in {uri}; an incremental sync only adds columns. Run a full refresh (--mode full_refresh, or sync.mode = \"full_refresh\" once) to rebuild the table"
+        ))
+    };
+    for (name, _) in existing {
+        if !columns.iter().any(|c| &c.copy.name == name) {
+            return Err(needs_refresh(format!("column {name:?} is gone")));
+        }
+    }
+    let mut added = Vec::new();
+    for column in columns {
+        match existing.iter().find(|(name, _)| name == &column.copy.name) {
+            None => added.push(column),
+            Some((_, pg)) if !same_type(pg, &column.copy.pg.sql()) => {
+                return Err(needs_refresh(format!(
+                    "column {:?} changed type from {pg} to {}",
+                    column.copy.name,
+                    column.copy.pg.sql()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(added)
+}
+
+/// Whether PostgreSQL's spelling of a type (`format_type`) is the type lakemirror creates.
+pub(crate) fn same_type(postgres: &str, ours: &str) -> bool {
+    let canonical = |t: &str| {
+        t.to_ascii_lowercase()
+            .replace("timestamp with time zone", "timestamptz")
+            .replace("timestamp without time zone", "timestamp")
+            .replace("double precision", "float8")
+            .replace("real", "float4")
+            .replace("smallint", "int2")
+            .replace("integer", "int4")
+            .replace("bigint", "int8")
+            .replace("boolean", "bool")
+            .replace("character varying", "varchar")
+            .replace(' ', "")
+    };
+    canonical(postgres) == canonical(ours)
+}

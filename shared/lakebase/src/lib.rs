@@ -1,0 +1,28 @@
+//! lakemirror-lakebase, the reverse sync: Delta tables into PostgreSQL / Databricks Lakebase
+//! tables for low-latency application reads. The synced tables' configuration ([`config`]),
+//! Delta types as PostgreSQL types ([`types`]), rows read by row group ([`read`]) and
+//! encoded for binary `COPY` ([`copy`]), what changed between two versions ([`changes`]),
+//! the connection ([`postgres`]), the sync itself ([`sync`]) and the lakebase-sync
+//! function's logic ([`function`]).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod changes;
+pub mod config;
+pub mod copy;
+mod error;
+mod full_refresh;
+pub mod function;
+mod incremental;
+pub mod postgres;
+pub mod read;
+mod state;
+pub mod sync;
+pub mod types;
+
+pub use config::{SyncedTable, TableKeys, read_config};
+pub use error::{Error, Result};
+pub use postgres::Connection;
+pub use sync::{LakebaseReport, lakebase_sync};

@@ -1,0 +1,277 @@
+//! The rows of a Delta table version as Arrow columns in the target's column order: data
+//! files read by ranged requests, one row group at a time (memory does not grow with the
+//! file: a 1 GB file after OPTIMIZE loads like a small one), deleted rows (deletion vectors) dropped, partition values filled in,
+//! column-mapped files read by physical name, older files cast to the current (widened) types,
+//! columns a file predates as nulls.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, new_null_array};
+use arrow_schema::DataType;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use roaring::RoaringTreemap;
+
+use crate::copy::CopyColumn;
+use crate::error::{Error, Result};
+use crate::types::pg_type;
+use lakemirror_delta::deletion_vector::read_positions;
+use lakemirror_delta::schema::{DeltaField, parse_schema};
+use lakemirror_delta::{Add, Metadata};
+use lakemirror_plan::data_file_location;
+use lakemirror_storage::TableStorage;
+
+/// One column of the target: what it is called, its types, where a file keeps it.
+#[derive(Debug, Clone)]
+pub struct SourceColumn {
+    pub copy: CopyColumn,
+    /// The name in Parquet files and `partitionValues` (physical with column mapping).
+    pub physical_name: String,
+    pub partition: bool,
+}
+
+/// The columns of a Delta table version, in schema order.
+pub fn source_columns(table: &str, metadata: &Metadata) -> Result<Vec<SourceColumn>> {
+    let fields: Vec<DeltaField> =
+        parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
+    fields
+        .into_iter()
+        .map(|f| {
+            let pg = pg_type(&f.data_type, &f.name).map_err(Error::Config)?;
+            Ok(SourceColumn {
+                physical_name: f.physical_name().to_string(),
+                partition: metadata.partition_columns.contains(&f.name),
+                copy: CopyColumn {
+                    name: f.name,
+                    pg,
+                    delta: f.data_type,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Which rows of a data file to read.
+#[derive(Debug, Clone)]
+pub enum Rows {
+    /// The rows its deletion vector leaves.
+    Live,
+    /// Exactly these row positions.
+    At(RoaringTreemap),
+}
+
+/// The row positions `add`'s deletion vector deletes (empty without one).
+pub async fn deleted_positions(store: &TableStorage, add: &Add) -> Result<RoaringTreemap> {
+    match &add.deletion_vector {
+        Some(dv) => {
+            let location = data_file_location(store.root_uri(), &add.path)?;
+            Ok(read_positions(store, &location, dv).await?)
+        }
+        None => Ok(RoaringTreemap::new()),
+    }
+}
+
+/// Rows decoded per batch: a batch is encoded into COPY data before the next is decoded.
+const BATCH_ROWS: usize = 8192;
+
+/// Reads `rows` of one data file: batches of columns in `columns` order, cast for encoding,
+/// decoded one row group at a time from ranged reads (the footer, then each row group's
+/// column chunks), so that memory holds one row group, not the file.
+pub async fn read_file(
+    store: &TableStorage,
+    columns: &[SourceColumn],
+    add: &Add,
+    rows: &Rows,
+) -> Result<BoxStream<'static, Result<Vec<ArrayRef>>>> {
+    if let Rows::At(positions) = rows
+        && positions.is_empty()
+    {
+        return Ok(futures::stream::empty().boxed());
+    }
+    let location = data_file_location(store.root_uri(), &add.path)?;
+    // Positions to keep (`true`) or drop (`false`).
+    let filter = match rows {
+        Rows::Live if add.deletion_vector.is_some() => {
+            Some((false, deleted_positions(store, add).await?))
+        }
+        Rows::Live => None,
+        Rows::At(positions) => Some((true, positions.clone())),
+    };
+    // A remove action may leave its file's size out: then the store says it (a file that
+    // is gone fails as not found, as its read would).
+    let size = match u64::try_from(add.size) {
+        Ok(size) if size > 0 => size,
+        _ => store.head(&location).await?.size,
+    };
+    let file = RangedParquet {
+        store: store.clone(),
+        location: location.clone(),
+        size,
+    };
+    let batches = ParquetRecordBatchStreamBuilder::new(file)
+        .await
+        .map_err(|e| parquet_error(&location, e))?
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| parquet_error(&location, e))?;
+    let columns = columns.to_vec();
+    let add = add.clone();
+    let mut first_row: u64 = 0;
+    Ok(batches
+        .map(move |batch| {
+            let batch = batch.map_err(|e| parquet_error(&location, e))?;
+            let rows = batch.num_rows() as u64;
+            let batch = match &filter {
+                Some((listed_kept, positions)) => {
+                    let keep: BooleanArray = (first_row..first_row + rows)
+                        .map(|p| Some(positions.contains(p) == *listed_kept))
+                        .collect();
+                    arrow_select::filter::filter_record_batch(&batch, &keep)?
+                }
+                None => batch,
+            };
+            first_row += rows;
+            columns
+                .iter()
+                .map(|c| column_of(&batch, c, &add))
+                .collect::<Result<Vec<_>>>()
+        })
+        .boxed())
+}
+
+/// Bytes read from a data file's end at first: its footer is rarely bigger.
+const TAIL_READ: u64 = 64 * 1024;
+/// Column chunks of a row group fetched at once.
+const CHUNKS_AT_ONCE: usize = 8;
+
+/// A Parquet data file read by ranges through the table's storage. Its footer is checked
+/// before it is decoded (a corrupt footer may declare gigabytes: see `parquet_footer`).
+struct RangedParquet {
+    store: TableStorage,
+    location: String,
+    size: u64,
+}
+
+fn storage_error(e: lakemirror_storage::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+/// A read error of the data file at `location`: a storage error as itself (it may be
+/// retryable), anything else naming the file.
+fn parquet_error(location: &str, e: ParquetError) -> Error {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<lakemirror_storage::Error>() {
+            Ok(storage) => Error::Storage(*storage),
+            Err(other) => Error::data(location, other),
+        },
+        other => Error::data(location, other),
+    }
+}
+
+impl AsyncFileReader for RangedParquet {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.location, range)
+                .await
+                .map_err(storage_error)
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<std::ops::Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let store = &self.store;
+        let location = &self.location;
+        async move {
+            futures::stream::iter(ranges)
+                .map(|range| async move { store.get_range(location, range).await })
+                .buffered(CHUNKS_AT_ONCE)
+                .map_err(storage_error)
+                .try_collect()
+                .await
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let tail_start = size.saturating_sub(TAIL_READ);
+            let tail = self.get_bytes(tail_start..size).await?;
+            let range = lakemirror_delta::footer::metadata_range(&tail, size)
+                .map_err(ParquetError::General)?;
+            let footer = if range.start >= tail_start {
+                tail.slice((range.start - tail_start) as usize..(range.end - tail_start) as usize)
+            } else {
+                self.get_bytes(range).await?
+            };
+            lakemirror_delta::footer::check_metadata(&footer)
+                .map_err(|e| ParquetError::General(format!("corrupt Parquet footer: {e}")))?;
+            Ok(Arc::new(ParquetMetaDataReader::decode_metadata(&footer)?))
+        }
+        .boxed()
+    }
+}
+
+/// A target column from a file's batch, or from the file's partition values.
+fn column_of(batch: &RecordBatch, column: &SourceColumn, add: &Add) -> Result<ArrayRef> {
+    let rows = batch.num_rows();
+    let target = column.copy.pg.arrow();
+    if column.partition {
+        let value = add.partition_value(&column.physical_name);
+        let strings: ArrayRef = Arc::new(StringArray::from(vec![value; rows]));
+        return cast_to(&strings, target.as_ref(), &column.copy.name);
+    }
+    let found = batch
+        .schema()
+        .fields()
+        .iter()
+        .position(|f| f.name() == &column.physical_name)
+        .or_else(|| {
+            batch
+                .schema()
+                .fields()
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(&column.physical_name))
+        });
+    match found {
+        Some(i) => cast_to(batch.column(i), target.as_ref(), &column.copy.name),
+        // A column added after this file was written.
+        None => Ok(new_null_array(&target.unwrap_or(DataType::Null), rows)),
+    }
+}
+
+fn cast_to(array: &ArrayRef, target: Option<&DataType>, column: &str) -> Result<ArrayRef> {
+    let Some(target) = target else {
+        return Ok(array.clone());
+    };
+    if array.data_type() == target {
+        return Ok(array.clone());
+    }
+    let options = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow_cast::cast_with_options(array.as_ref(), target, &options).map_err(|e| {
+        Error::Rows(format!(
+            "column {column}: values stored as {} cannot be read as {target}: {e}",
+            array.data_type()
+        ))
+    })
+}

@@ -1,0 +1,150 @@
+//! An Iceberg table as last committed, and the planner's view of it.
+
+use std::collections::HashMap;
+
+use iceberg::spec::TableMetadata;
+
+use crate::error::{Error, Result};
+use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
+use crate::properties::{
+    COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY, DELTA_VERSION,
+    OMITTED_COLUMNS_PROPERTY, PHYSICAL_NAMES_PROPERTY,
+};
+use crate::snapshot::IcebergView;
+
+/// An Iceberg table as last committed.
+#[derive(Debug, Clone)]
+pub struct CommittedTable {
+    pub metadata: TableMetadata,
+    pub metadata_location: String,
+}
+
+impl CommittedTable {
+    /// The planner's view of this table.
+    pub fn view(&self) -> Result<IcebergView> {
+        let m = &self.metadata;
+        let schema = m.current_schema();
+        let spec = m.default_partition_spec();
+        let partition_columns: Vec<String> = spec
+            .fields()
+            .iter()
+            .map(|f| {
+                schema
+                    .name_by_field_id(f.source_id)
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        Error::MirrorMetadata(format!(
+                            "partition field {} has no source column",
+                            f.name
+                        ))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let mapping: Option<iceberg::spec::NameMapping> = m
+            .properties()
+            .get(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
+            .and_then(|json| serde_json::from_str(json).ok());
+        let physical_names = match m.properties().get(PHYSICAL_NAMES_PROPERTY) {
+            Some(json) => serde_json::from_str::<HashMap<i32, String>>(json).map_err(|e| {
+                Error::MirrorMetadata(format!(
+                    "the mirror's {PHYSICAL_NAMES_PROPERTY} property is not a JSON object of field IDs to names ({e}); delete the Glue table and sync again to rebuild it"
+                ))
+            })?,
+            // Mirrors written before the property: the last name the name mapping gives a
+            // column-mapped field is its physical name.
+            None => {
+                let mut names = HashMap::new();
+                if let Some(mapping) = &mapping
+                    && m.properties().contains_key(COLUMN_MAPPED_PROPERTY)
+                {
+                    collect_physical_names(mapping.fields(), &mut names);
+                }
+                names
+            }
+        };
+        // partitionValues keys: with column mapping, the physical names.
+        let partition_keys = spec
+            .fields()
+            .iter()
+            .zip(&partition_columns)
+            .map(|(f, column)| {
+                physical_names
+                    .get(&f.source_id)
+                    .cloned()
+                    .unwrap_or_else(|| column.clone())
+            })
+            .collect();
+        let omitted_columns = self.omitted_columns();
+        let partition_zone = m
+            .properties()
+            .get(PARTITION_TIMEZONE_PROPERTY)
+            .and_then(|zone| PartitionZone::parse(zone).ok());
+        Ok(IcebergView {
+            physical_names,
+            schema: schema.as_ref().clone(),
+            last_column_id: m.last_column_id(),
+            next_schema_id: m.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(0) + 1,
+            partition_columns,
+            partition_keys,
+            delta_version: self.delta_version(),
+            column_mapped: m.properties().contains_key(COLUMN_MAPPED_PROPERTY),
+            name_mapping: mapping,
+            omitted_columns,
+            partition_zone,
+        })
+    }
+
+    /// The hash of the Delta commit the current snapshot mirrors, when recorded.
+    pub fn commit_hash(&self) -> Option<u64> {
+        let hex = self
+            .metadata
+            .current_snapshot()?
+            .summary()
+            .additional_properties
+            .get(DELTA_COMMIT_HASH)?;
+        u64::from_str_radix(hex, 16).ok()
+    }
+
+    /// The `metaData.id` of the Delta table mirrored, when recorded.
+    pub fn delta_table_id(&self) -> Option<&str> {
+        self.metadata
+            .properties()
+            .get(DELTA_TABLE_ID_PROPERTY)
+            .map(String::as_str)
+    }
+
+    /// The columns left out because Java Iceberg cannot read them.
+    pub fn omitted_columns(&self) -> Vec<String> {
+        self.metadata
+            .properties()
+            .get(OMITTED_COLUMNS_PROPERTY)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
+    }
+
+    /// The Delta version of the current snapshot.
+    pub fn delta_version(&self) -> Option<i64> {
+        self.metadata
+            .current_snapshot()?
+            .summary()
+            .additional_properties
+            .get(DELTA_VERSION)?
+            .parse()
+            .ok()
+    }
+}
+
+/// Field ID -> the last name the name mapping gives it: the physical name, in the mappings
+/// of column-mapped tables that lakemirror wrote before [`PHYSICAL_NAMES_PROPERTY`].
+fn collect_physical_names(
+    fields: &[impl std::borrow::Borrow<iceberg::spec::MappedField>],
+    out: &mut HashMap<i32, String>,
+) {
+    for field in fields {
+        let field = field.borrow();
+        if let (Some(id), Some(name)) = (field.field_id(), field.names().last()) {
+            out.insert(id, name.clone());
+        }
+        collect_physical_names(field.fields(), out);
+    }
+}

@@ -1,0 +1,33 @@
+//! The names the mirror writes into Iceberg metadata: table properties and snapshot summary
+//! keys that tie an Iceberg table to its Delta table, version by version.
+
+/// Table property: the number of bucket manifests.
+pub const BUCKETS_PROPERTY: &str = "lakemirror.manifest-buckets";
+/// Snapshot summary keys linking a snapshot to its Delta version.
+pub const DELTA_VERSION: &str = "delta.version";
+pub const DELTA_COMMIT_TIMESTAMP: &str = "delta.commit-timestamp";
+/// Table property naming the Delta table that is mirrored.
+pub const DELTA_TABLE_PROPERTY: &str = "lakemirror.delta.table-uri";
+/// Table property: the mirrored Delta table's `metaData.id`. Another ID at the same location
+/// means the table was re-created there.
+pub const DELTA_TABLE_ID_PROPERTY: &str = "lakemirror.delta.table-id";
+/// Snapshot summary key: [`lakemirror_delta::DeltaCommit::content_hash`] of the version's commit
+/// file, in hex. A sync checks the log still holds this commit before adding to it.
+pub const DELTA_COMMIT_HASH: &str = "lakemirror.delta.commit-hash";
+/// Snapshot summary key: when the files this version removed were removed (the oldest
+/// `deletionTimestamp`, in ms); VACUUM may delete them one retention period later.
+pub const DELTA_REMOVED_AT: &str = "lakemirror.delta.removed-at";
+/// Table property, set when the schema's IDs are Delta's column-mapping IDs.
+pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
+/// Table property: the physical name of each column-mapped field, by field ID (JSON).
+pub const PHYSICAL_NAMES_PROPERTY: &str = "lakemirror.delta.physical-names";
+/// Table property: the columns left out of the schema because Java Iceberg cannot read them
+/// (a JSON list of logical paths), absent when none are.
+pub const OMITTED_COLUMNS_PROPERTY: &str = "lakemirror.omitted-columns";
+/// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
+pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
+/// Iceberg table property: whether maintenance may delete files; off for a mirror.
+pub const GC_ENABLED: &str = "gc.enabled";
+/// Reserved Iceberg field IDs of a position-delete file's columns.
+pub const DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
+pub const DELETE_POS_ID: i32 = 2_147_483_545;

@@ -1,0 +1,79 @@
+//! The storage crate's one error type.
+
+/// Result alias of lakemirror-storage.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Reading or writing an object failed, or a location cannot name one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The object store refused or failed a request.
+    #[error("storage: {0}")]
+    Store(#[from] object_store::Error),
+
+    /// A URI or location that cannot name an object of the store.
+    #[error("{location} {reason}")]
+    Location { location: String, reason: String },
+
+    /// An object is larger than lakemirror reads into memory. Permanent.
+    #[error(
+        "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once; nothing was written. A Delta commit this large cannot be mirrored: split such operations into smaller commits"
+    )]
+    TooLarge {
+        location: String,
+        size: u64,
+        limit: u64,
+    },
+
+    /// A secret could not be read (see the message for the permission or value it needs).
+    #[error("cannot read {what} {id}: {reason}")]
+    Secret {
+        what: String,
+        id: String,
+        reason: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn location(location: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Location {
+            location: location.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether the same request may succeed later without anyone changing anything
+    /// (throttling, 5xx, a connection reset).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            // NotFound stays retryable: a commit cleaned up between listing and reading is
+            // found missing on the next try, which takes the rebuild path.
+            Error::Store(e) => !matches!(
+                e,
+                object_store::Error::InvalidPath { .. }
+                    | object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+            ),
+            Error::Location { .. } | Error::TooLarge { .. } | Error::Secret { .. } => false,
+        }
+    }
+
+    /// Whether the object asked for does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Store(object_store::Error::NotFound { .. }))
+    }
+}
+
+/// An error with its causes, each once: "outer: cause: root cause".
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,24 @@
+//! lakemirror-storage, the bottom floor: objects of a table root on S3 or the local file
+//! system, through one injected seam ([`ObjectStores`], or any `object_store` handed to
+//! [`TableStorage::from_store`]), with every request counted ([`IoCounters`]). Table URIs
+//! ([`uri`]), credentials that are not the process's own ([`credentials`]) and the test-only
+//! crash points ([`crash`]) live here because every floor above uses them.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod counters;
+pub mod crash;
+pub mod credentials;
+mod error;
+mod stores;
+mod table;
+pub mod uri;
+
+pub use counters::{IoCounters, IoTotals};
+pub use credentials::{SecretSource, VendedCredentials};
+pub use error::{Error, Result, with_causes};
+pub use stores::{ObjectStores, S3CredentialProvider, S3Options};
+pub use table::TableStorage;
+pub use uri::canonical_uri;

@@ -1,0 +1,364 @@
+//! Object storage for a table root: S3 (any endpoint, e.g. moto) or the local file system.
+//!
+//! Locations are URIs whose key part is the *real* object key (already decoded), e.g.
+//! `s3://lake/orders/x=A%2FA/part-0.parquet` names the key `orders/x=A%2FA/part-0.parquet`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, PutPayload};
+
+use crate::counters::IoCounters;
+use crate::error::{Error, Result};
+
+/// A store rooted at a URI such as `s3://bucket/prefix` or `file:///data/table`.
+#[derive(Clone)]
+pub struct TableStorage {
+    store: Arc<dyn ObjectStore>,
+    /// The root as a URI without trailing slash.
+    root_uri: String,
+    /// `s3://bucket` or `file://`: what precedes the key in every location.
+    authority: String,
+    counters: Arc<IoCounters>,
+}
+
+impl std::fmt::Debug for TableStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableStorage")
+            .field("root_uri", &self.root_uri)
+            .finish()
+    }
+}
+
+impl TableStorage {
+    /// A table root served by `store`: the one seam through which lakemirror reads and
+    /// writes objects ([`crate::ObjectStores`] opens S3 and the local file system; tests hand
+    /// in `object_store::memory::InMemory`). `root_uri` is `s3://bucket/prefix` or
+    /// `file:///abs/path`; its key part is the real object key.
+    pub fn from_store(
+        store: Arc<dyn ObjectStore>,
+        root_uri: &str,
+        counters: Arc<IoCounters>,
+    ) -> Result<Self> {
+        let root_uri = root_uri.trim_end_matches('/');
+        let authority = if let Some(rest) = root_uri.strip_prefix("s3://") {
+            let bucket = rest.split('/').next().unwrap_or_default();
+            if bucket.is_empty() {
+                return Err(Error::location(
+                    root_uri,
+                    "names no bucket; use s3://bucket/path",
+                ));
+            }
+            format!("s3://{bucket}")
+        } else if root_uri.starts_with("file:///") {
+            "file://".to_string()
+        } else {
+            return Err(Error::location(
+                root_uri,
+                "is not an s3://bucket/path or file:///path URI",
+            ));
+        };
+        Ok(Self {
+            store,
+            root_uri: root_uri.to_string(),
+            authority,
+            counters,
+        })
+    }
+
+    /// The root URI, without trailing slash.
+    pub fn root_uri(&self) -> &str {
+        &self.root_uri
+    }
+
+    /// The counters this store adds to.
+    pub fn counters(&self) -> &Arc<IoCounters> {
+        &self.counters
+    }
+
+    /// Whether `location` is an object of this store (same scheme and bucket).
+    pub fn holds(&self, location: &str) -> bool {
+        self.key_part(location).is_some()
+    }
+
+    /// Whether `location` lies under this store's root, not merely in its bucket: a file of
+    /// this table's own. A path with a `.` or `..` segment never does.
+    pub fn contains(&self, location: &str) -> bool {
+        location.strip_prefix(&self.root_uri).is_some_and(|rest| {
+            rest.starts_with('/')
+                && !rest
+                    .split('/')
+                    .any(|segment| segment == ".." || segment == ".")
+        })
+    }
+
+    /// What follows the scheme and bucket, when `location` is in this store.
+    fn key_part<'a>(&self, location: &'a str) -> Option<&'a str> {
+        let rest = location.strip_prefix(&self.authority)?;
+        (rest.is_empty() || rest.starts_with('/') || self.authority == "file://").then_some(rest)
+    }
+
+    /// The location of `relative` (already decoded) under the root.
+    pub fn location(&self, relative: &str) -> String {
+        format!("{}/{}", self.root_uri, relative.trim_start_matches('/'))
+    }
+
+    /// The object key of a location in this store.
+    pub fn key(&self, location: &str) -> Result<Path> {
+        let key = self
+            .key_part(location)
+            .ok_or_else(|| Error::location(location, format!("is not in {}", self.authority)))?;
+        Path::parse(key.trim_start_matches('/'))
+            .map_err(|e| Error::location(location, format!("is not a valid object location: {e}")))
+    }
+
+    /// The location of a key listed from this store.
+    pub fn location_of_key(&self, key: &Path) -> String {
+        if self.authority == "file://" {
+            format!("file:///{key}")
+        } else {
+            format!("{}/{key}", self.authority)
+        }
+    }
+
+    pub async fn get(&self, location: &str) -> Result<(Bytes, ObjectMeta)> {
+        let result = self.store.get(&self.key(location)?).await?;
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok((bytes, meta))
+    }
+
+    /// Reads `location` and its metadata if it exists and holds at most `max_bytes`: a
+    /// larger object is refused before its body is read.
+    pub async fn get_at_most(
+        &self,
+        location: &str,
+        max_bytes: u64,
+    ) -> Result<Option<(Bytes, ObjectMeta)>> {
+        let result = match self.store.get(&self.key(location)?).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.counters.request(0, 0);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if result.meta.size > max_bytes {
+            self.counters.request(0, 0);
+            return Err(Error::TooLarge {
+                location: location.to_string(),
+                size: result.meta.size,
+                limit: max_bytes,
+            });
+        }
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(Some((bytes, meta)))
+    }
+
+    /// Reads `location` if it exists.
+    pub async fn get_if_exists(&self, location: &str) -> Result<Option<Bytes>> {
+        Ok(self
+            .get_with_meta_if_exists(location)
+            .await?
+            .map(|(bytes, _)| bytes))
+    }
+
+    /// Reads `location` and its metadata if it exists.
+    pub async fn get_with_meta_if_exists(
+        &self,
+        location: &str,
+    ) -> Result<Option<(Bytes, ObjectMeta)>> {
+        match self.get(location).await {
+            Ok(found) => Ok(Some(found)),
+            Err(Error::Store(object_store::Error::NotFound { .. })) => {
+                self.counters.request(0, 0);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn get_range(&self, location: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let bytes = self.store.get_range(&self.key(location)?, range).await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(bytes)
+    }
+
+    pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
+        let len = bytes.len();
+        self.store
+            .put(&self.key(location)?, PutPayload::from_bytes(bytes))
+            .await?;
+        self.counters.request(0, len);
+        Ok(())
+    }
+
+    /// Deletes an object; one already gone is fine.
+    pub async fn delete(&self, location: &str) -> Result<()> {
+        match self.store.delete(&self.key(location)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.counters.request(0, 0);
+        Ok(())
+    }
+
+    /// The metadata of `location` (one HEAD request); not found when it does not exist.
+    pub async fn head(&self, location: &str) -> Result<ObjectMeta> {
+        let meta = self.store.head(&self.key(location)?).await?;
+        self.counters.request(0, 0);
+        Ok(meta)
+    }
+
+    /// The metadata of `location` (one HEAD request), or None when it does not exist.
+    pub async fn head_if_exists(&self, location: &str) -> Result<Option<ObjectMeta>> {
+        let found = match self.store.head(&self.key(location)?).await {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        self.counters.request(0, 0);
+        Ok(found)
+    }
+
+    /// The folders directly under `folder` (a location), as locations without trailing
+    /// slash, in key order: one delimited listing, which names no object below them.
+    pub async fn list_folders(&self, folder: &str) -> Result<Vec<String>> {
+        let key = self.key(folder.trim_end_matches('/'))?;
+        let listed = self.store.list_with_delimiter(Some(&key)).await?;
+        let pages = (listed.objects.len() + listed.common_prefixes.len()).div_ceil(1000);
+        for _ in 0..pages.max(1) {
+            self.counters.request(0, 0);
+        }
+        let mut folders: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .map(|p| self.location_of_key(p))
+            .collect();
+        folders.sort();
+        Ok(folders)
+    }
+
+    /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
+    /// `after` (a location), in key order.
+    pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {
+        let prefix_key = self.key(prefix)?;
+        let mut listed: Vec<ObjectMeta> = match after {
+            Some(after) => {
+                let offset = self.key(after)?;
+                self.store
+                    .list_with_offset(Some(&prefix_key), &offset)
+                    .try_collect()
+                    .await?
+            }
+            None => self.store.list(Some(&prefix_key)).try_collect().await?,
+        };
+        // S3 answers 1,000 keys a page.
+        for _ in 0..listed.len().div_ceil(1000).max(1) {
+            self.counters.request(0, 0);
+        }
+        listed.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(listed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ObjectStores;
+
+    #[test]
+    fn s3_locations_keep_real_keys() {
+        let s = ObjectStores::in_memory()
+            .open("s3://lake/warehouse/orders/", Arc::default())
+            .unwrap();
+        assert_eq!(s.root_uri(), "s3://lake/warehouse/orders");
+        let loc = s.location("x=A%2FA/part 0 é.parquet");
+        assert_eq!(loc, "s3://lake/warehouse/orders/x=A%2FA/part 0 é.parquet");
+        assert_eq!(
+            s.key(&loc).unwrap().as_ref(),
+            "warehouse/orders/x=A%2FA/part 0 é.parquet"
+        );
+        assert_eq!(s.location_of_key(&s.key(&loc).unwrap()), loc);
+        assert!(s.holds("s3://lake/elsewhere/x.json"));
+        assert!(!s.holds("s3://other/x.json"));
+        assert!(
+            !s.holds("s3://lakehouse/x.json"),
+            "a bucket whose name starts alike is another bucket"
+        );
+        assert!(s.key("s3://lakehouse/x.json").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_object_over_the_limit_is_refused_before_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("lakemirror-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("big.json"), vec![b'x'; 100]).unwrap();
+        let s = ObjectStores::in_memory()
+            .open(dir.to_str().unwrap(), Arc::default())
+            .unwrap();
+        let big = s.location("big.json");
+        assert_eq!(
+            s.get_at_most(&big, 100).await.unwrap().unwrap().0.len(),
+            100
+        );
+        let err = s.get_at_most(&big, 99).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::TooLarge {
+                    size: 100,
+                    limit: 99,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            s.get_at_most(&s.location("none.json"), 99)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_table_contains_only_what_lies_under_its_root() {
+        let s = ObjectStores::in_memory()
+            .open("s3://lake/a/_lakemirror/iceberg", Arc::default())
+            .unwrap();
+        assert!(s.contains("s3://lake/a/_lakemirror/iceberg/metadata/x.avro"));
+        for other in [
+            "s3://lake/b/_lakemirror/iceberg/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg-other/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg/../../b/_lakemirror/iceberg/metadata/x.avro",
+            "s3://lake/a/_lakemirror/iceberg",
+        ] {
+            assert!(!s.contains(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn local_paths_become_file_uris_and_refuse_escapes() {
+        let s = ObjectStores::in_memory()
+            .open("/data/t", Arc::default())
+            .unwrap();
+        assert_eq!(s.root_uri(), "file:///data/t");
+        assert_eq!(
+            s.key("file:///data/t/a b.parquet").unwrap().as_ref(),
+            "data/t/a b.parquet"
+        );
+        assert!(s.key("file:///data/t/../../etc/passwd").is_err());
+        assert!(
+            ObjectStores::in_memory()
+                .open("gs://x/y", Arc::default())
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,532 @@
+//! A small client for the Unity Catalog REST API (`/api/2.1/unity-catalog`): what lakemirror
+//! needs of it and no more. Tables: get, create, list, delete; catalogs and schemas: get;
+//! temporary table credentials. Bearer-token auth.
+//!
+//! Every failure becomes an [`Error::Unity`] that says what to do: a 401 names `UC_TOKEN`, a
+//! 403 the privilege, a missing catalog or schema how to create it, an unreachable server
+//! `UC_URL`. A 404 on a get is not an error: the object is absent (`None`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use lakemirror_storage::VendedCredentials;
+
+use crate::error::{Error, Result};
+
+/// The path of the API below the server's base URL.
+pub const API_PATH: &str = "/api/2.1/unity-catalog";
+
+/// One column of a table (`ColumnInfo`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ColumnInfo {
+    pub name: String,
+    #[serde(default)]
+    pub type_text: String,
+    #[serde(default)]
+    pub type_json: String,
+    #[serde(default)]
+    pub type_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_precision: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_scale: Option<i32>,
+    #[serde(default)]
+    pub position: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(default = "yes")]
+    pub nullable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_index: Option<i32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A table as Unity Catalog returns it (`TableInfo`); fields lakemirror does not use are
+/// left out.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+pub struct TableInfo {
+    pub name: String,
+    #[serde(default)]
+    pub catalog_name: String,
+    #[serde(default)]
+    pub schema_name: String,
+    #[serde(default)]
+    pub table_type: Option<String>,
+    #[serde(default)]
+    pub data_source_format: Option<String>,
+    #[serde(default)]
+    pub columns: Vec<ColumnInfo>,
+    #[serde(default)]
+    pub storage_location: Option<String>,
+    #[serde(default)]
+    pub comment: Option<String>,
+    #[serde(default)]
+    pub properties: HashMap<String, String>,
+    #[serde(default)]
+    pub table_id: Option<String>,
+}
+
+impl TableInfo {
+    pub fn full_name(&self) -> String {
+        format!("{}.{}.{}", self.catalog_name, self.schema_name, self.name)
+    }
+}
+
+/// The body of `POST /tables` (`CreateTable`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CreateTable {
+    pub name: String,
+    pub catalog_name: String,
+    pub schema_name: String,
+    pub table_type: String,
+    pub data_source_format: String,
+    pub columns: Vec<ColumnInfo>,
+    pub storage_location: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    pub properties: HashMap<String, String>,
+}
+
+impl CreateTable {
+    pub fn full_name(&self) -> String {
+        format!("{}.{}.{}", self.catalog_name, self.schema_name, self.name)
+    }
+}
+
+#[derive(Deserialize)]
+struct ListTablesResponse {
+    #[serde(default)]
+    tables: Vec<TableInfo>,
+    #[serde(default)]
+    next_page_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TemporaryCredentials {
+    #[serde(default)]
+    aws_temp_credentials: Option<VendedCredentials>,
+}
+
+/// A Unity Catalog server.
+#[derive(Clone)]
+pub struct UnityCatalog {
+    /// The server's base URL, as configured (`UC_URL`).
+    url: String,
+    /// `url` + [`API_PATH`].
+    api: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for UnityCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnityCatalog")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// What a request was for, in words, for error messages.
+struct Call<'a> {
+    what: &'a str,
+    /// The object a 403 or 404 is about (`catalog.schema.table`).
+    object: &'a str,
+}
+
+impl UnityCatalog {
+    /// A client for the server at `url` (`UC_URL`: `https://host[:port]`, without
+    /// `/api/2.1/unity-catalog`), authenticating with `token` (`UC_TOKEN`) when given.
+    pub fn new(url: &str, token: Option<String>) -> Result<Self> {
+        let trimmed = url.trim().trim_end_matches('/');
+        let base = trimmed.strip_suffix(API_PATH).unwrap_or(trimmed);
+        let bad_url = |reason: String| Error::Url {
+            url: url.to_string(),
+            reason,
+        };
+        let parsed = url::Url::parse(base).map_err(|e| {
+            bad_url(format!(
+                "is not a URL ({e}); give the server's base URL, e.g. https://uc.example.com:8080"
+            ))
+        })?;
+        // The token travels with every request: plain http only to this machine.
+        let loopback = match parsed.host() {
+            Some(url::Host::Domain(name)) => name == "localhost",
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        match parsed.scheme() {
+            "https" => {}
+            "http" if loopback => {}
+            "http" => {
+                return Err(bad_url(
+                    "is plain http: the token and the table definitions would cross the network unencrypted; use https:// (http:// is for a server on this machine only)".into(),
+                ));
+            }
+            _ => {
+                return Err(bad_url("must start with https://".into()));
+            }
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| bad_url(format!("cannot be reached: HTTPS cannot be set up ({e})")))?;
+        Ok(Self {
+            url: base.to_string(),
+            api: format!("{base}{API_PATH}"),
+            token: token.filter(|t| !t.trim().is_empty()),
+            http,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub async fn get_catalog(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        let call = Call {
+            what: "reading a catalog",
+            object: name,
+        };
+        self.get(&format!("/catalogs/{}", segment(name)), &[], call)
+            .await
+    }
+
+    pub async fn get_schema(&self, full_name: &str) -> Result<Option<serde_json::Value>> {
+        let call = Call {
+            what: "reading a schema",
+            object: full_name,
+        };
+        self.get(&format!("/schemas/{}", segment(full_name)), &[], call)
+            .await
+    }
+
+    /// The table `catalog.schema.table`, or None when Unity Catalog has no such table.
+    pub async fn get_table(&self, full_name: &str) -> Result<Option<TableInfo>> {
+        let call = Call {
+            what: "reading a table",
+            object: full_name,
+        };
+        self.get(&format!("/tables/{}", segment(full_name)), &[], call)
+            .await
+    }
+
+    /// Every table of a schema (all pages).
+    pub async fn list_tables(&self, catalog: &str, schema: &str) -> Result<Vec<TableInfo>> {
+        let object = format!("{catalog}.{schema}");
+        let mut tables = Vec::new();
+        let mut page_token: Option<String> = None;
+        loop {
+            let mut query = vec![("catalog_name", catalog), ("schema_name", schema)];
+            if let Some(token) = &page_token {
+                query.push(("page_token", token));
+            }
+            let call = Call {
+                what: "listing tables",
+                object: &object,
+            };
+            let page: ListTablesResponse =
+                self.get("/tables", &query, call).await?.ok_or_else(|| {
+                    Error::Unity {
+                        message: format!(
+                            "schema {object} does not exist in Unity Catalog at {}; create it (POST /schemas) or choose another with --schema / lakemirror.unity.schema",
+                            self.url
+                        ),
+                        retryable: false,
+                    }
+                })?;
+            tables.extend(page.tables);
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) => page_token = Some(next),
+                None => return Ok(tables),
+            }
+        }
+    }
+
+    /// Creates an external table. A table of that name that exists already is
+    /// [`CreateOutcome::AlreadyExists`] (409: another registration won a race).
+    pub async fn create_table(&self, table: &CreateTable) -> Result<CreateOutcome> {
+        let full_name = table.full_name();
+        let request = self
+            .authorized(self.http.post(format!("{}/tables", self.api)))
+            .json(table);
+        let call = Call {
+            what: "creating a table",
+            object: &full_name,
+        };
+        let response = self.send(request, &call).await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::CONFLICT {
+            return Ok(CreateOutcome::AlreadyExists);
+        }
+        if status == reqwest::StatusCode::BAD_REQUEST {
+            // Some servers answer a duplicate with 400 instead of 409: look before failing.
+            let body = response.text().await.unwrap_or_default();
+            if self.get_table(&full_name).await?.is_some() {
+                return Ok(CreateOutcome::AlreadyExists);
+            }
+            return Err(Error::Unity {
+                message: format!(
+                    "Unity Catalog at {} refused to create {full_name} over {} (400: {}). Check that the location lies inside an external location the server knows (with a storage credential) and that the names are valid there",
+                    self.url,
+                    table.storage_location,
+                    brief(&body)
+                ),
+                retryable: false,
+            });
+        }
+        self.check(response, &call).await?;
+        Ok(CreateOutcome::Created)
+    }
+
+    /// Deletes a table; a table that is already gone is fine.
+    pub async fn delete_table(&self, full_name: &str) -> Result<()> {
+        let request = self.authorized(self.http.delete(format!(
+            "{}/tables/{}",
+            self.api,
+            segment(full_name)
+        )));
+        let call = Call {
+            what: "deleting a table",
+            object: full_name,
+        };
+        let response = self.send(request, &call).await?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        self.check(response, &call).await.map(|_| ())
+    }
+
+    /// Read credentials for a table's storage, when the server vends them. None when it
+    /// does not (no credential for the location, vending off, the endpoint missing, or the
+    /// server failing to mint them): the caller reads with its own credentials then, and a
+    /// missing permission shows up as a storage error naming the object. A refused token
+    /// (401/403) is an error.
+    pub async fn temporary_table_credentials(
+        &self,
+        table_id: &str,
+        full_name: &str,
+    ) -> Result<Option<VendedCredentials>> {
+        let request = self
+            .authorized(
+                self.http
+                    .post(format!("{}/temporary-table-credentials", self.api)),
+            )
+            .json(&serde_json::json!({ "table_id": table_id, "operation": "READ" }));
+        let call = Call {
+            what: "asking for temporary table credentials",
+            object: full_name,
+        };
+        let response = self.send(request, &call).await?;
+        let status = response.status();
+        if !status.is_success()
+            && !matches!(
+                status,
+                reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN
+            )
+        {
+            let body = response.text().await.unwrap_or_default();
+            tracing::warn!(table = full_name, %status, body = brief(&body), "Unity Catalog vends no credentials for this table; reading with this process's own");
+            return Ok(None);
+        }
+        let vended: TemporaryCredentials = self.parse(response, &call).await?;
+        Ok(vended.aws_temp_credentials)
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        call: Call<'_>,
+    ) -> Result<Option<T>> {
+        let request = self
+            .authorized(self.http.get(format!("{}{path}", self.api)))
+            .query(query);
+        let response = self.send(request, &call).await?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        self.parse(response, &call).await.map(Some)
+    }
+
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        call: &Call<'_>,
+    ) -> Result<reqwest::Response> {
+        request.send().await.map_err(|e| Error::Unity {
+            message: format!(
+                "cannot reach Unity Catalog at {} while {} {}: {}. Check UC_URL (the server's base URL, without {API_PATH}) and that the server is up and reachable from here",
+                self.url,
+                call.what,
+                call.object,
+                lakemirror_storage::with_causes(&e)
+            ),
+            retryable: true,
+        })
+    }
+
+    async fn check(&self, response: reqwest::Response, call: &Call<'_>) -> Result<String> {
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        if status.is_success() {
+            return Ok(body);
+        }
+        let url = &self.url;
+        let (what, object) = (call.what, call.object);
+        let message = match status.as_u16() {
+            401 => format!(
+                "Unity Catalog at {url} refused the credentials while {what} {object} (401 Unauthorized: {}). Set UC_TOKEN (--uc-token; UC_TOKEN_SECRET_ARN in Lambda) to a valid token",
+                brief(&body)
+            ),
+            403 => format!(
+                "Unity Catalog at {url} denied {what} {object} (403 Forbidden: {}). Grant the token's principal the privilege it needs (e.g. USE CATALOG, USE SCHEMA, CREATE TABLE, or ownership of the table)",
+                brief(&body)
+            ),
+            404 => format!(
+                "Unity Catalog at {url} has no {object} ({what}: {})",
+                brief(&body)
+            ),
+            _ => format!(
+                "Unity Catalog at {url} answered {status} while {what} {object}: {}",
+                brief(&body)
+            ),
+        };
+        Err(Error::Unity {
+            message,
+            retryable: status.is_server_error() || status.as_u16() == 429,
+        })
+    }
+
+    async fn parse<T: DeserializeOwned>(
+        &self,
+        response: reqwest::Response,
+        call: &Call<'_>,
+    ) -> Result<T> {
+        let body = self.check(response, call).await?;
+        serde_json::from_str(&body).map_err(|e| Error::Unity {
+            message: format!(
+                "Unity Catalog at {} answered {} {} with something that is not the API's JSON ({e}): {}. Is UC_URL a Unity Catalog server?",
+                self.url,
+                call.what,
+                call.object,
+                brief(&body)
+            ),
+            retryable: false,
+        })
+    }
+}
+
+/// What `POST /tables` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    Created,
+    /// 409: a table of that name exists (created by someone else in between).
+    AlreadyExists,
+}
+
+/// A path segment, percent-encoded (`.` stays: full names are `a.b.c`).
+fn segment(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
+}
+
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'-');
+
+/// The start of a response body, on one line, for error messages.
+fn brief(body: &str) -> String {
+    let line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return "no details".into();
+    }
+    match line.char_indices().nth(300) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_only_to_this_machine() {
+        for ok in [
+            "https://uc.example.com",
+            "http://127.0.0.1:8080",
+            "http://localhost:8080/",
+            "http://[::1]:1",
+        ] {
+            assert!(UnityCatalog::new(ok, None).is_ok(), "{ok}");
+        }
+        let err = UnityCatalog::new("http://uc.example.com", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("https://"), "{err}");
+        assert!(UnityCatalog::new("ftp://uc.example.com", None).is_err());
+    }
+
+    #[test]
+    fn the_base_url_may_be_given_with_or_without_the_api_path() {
+        for url in [
+            "http://localhost:8080",
+            "http://localhost:8080/",
+            "http://localhost:8080/api/2.1/unity-catalog",
+            "http://localhost:8080/api/2.1/unity-catalog/",
+        ] {
+            let uc = UnityCatalog::new(url, None).unwrap();
+            assert_eq!(
+                uc.api, "http://localhost:8080/api/2.1/unity-catalog",
+                "{url}"
+            );
+        }
+        assert!(UnityCatalog::new("localhost:8080", None).is_err());
+        assert!(UnityCatalog::new("ftp://x", None).is_err());
+    }
+
+    #[test]
+    fn full_names_are_one_path_segment() {
+        assert_eq!(segment("main.gold.orders"), "main.gold.orders");
+        assert_eq!(segment("main.gold.my table/x"), "main.gold.my%20table%2Fx");
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let uc = UnityCatalog::new("https://h:1", Some("s3cr3t".into())).unwrap();
+        assert!(!format!("{uc:?}").contains("s3cr3t"));
+        let creds = VendedCredentials {
+            access_key_id: "AKIA".into(),
+            secret_access_key: "hidden".into(),
+            session_token: Some("tok".into()),
+        };
+        let shown = format!("{creds:?}");
+        assert!(
+            !shown.contains("hidden") && !shown.contains("tok"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn bodies_in_messages_are_one_short_line() {
+        assert_eq!(brief(""), "no details");
+        assert_eq!(brief("a\n  b"), "a b");
+        assert!(brief(&"x".repeat(1000)).chars().count() <= 301);
+    }
+}

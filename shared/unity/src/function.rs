@@ -1,0 +1,185 @@
+//! The `unity-register` function's logic: the Delta tables that `_delta_log` commit events
+//! announced (the same events as glue-sync's: S3 notifications, SQS messages, EventBridge;
+//! read by the function's handler) registered in Unity Catalog.
+//!
+//! It runs beside glue-sync, never inside it: an unreachable or unauthorised Unity Catalog
+//! fails this function's invocation (retried by Lambda, then the dead-letter queue) and
+//! leaves the Iceberg mirror alone.
+
+use std::sync::Arc;
+
+use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
+use lakemirror_storage::{ObjectStores, SecretSource};
+use serde_json::{Value, json};
+
+use crate::client::UnityCatalog;
+use crate::error::{Error, Result};
+use crate::register::{UnityRegisterRequest, UnityReport, unity_register};
+
+/// Configuration of the unity-register function, from its environment.
+#[derive(Clone)]
+pub struct UnityConfig {
+    /// `UC_URL`: the server's base URL, without `/api/2.1/unity-catalog`.
+    pub url: String,
+    /// `UC_TOKEN`: a bearer token (for local runs; Lambda uses the secret).
+    pub token: Option<String>,
+    /// `UC_TOKEN_SECRET_ARN`: Secrets Manager secret holding the token (plain, or JSON
+    /// with a `token` field); read on every invocation, so a rotated token is picked up.
+    pub token_secret_arn: Option<String>,
+    /// `UC_CATALOG`: the catalog of tables that do not name one.
+    pub catalog: Option<String>,
+    /// `UC_SCHEMA`: the schema of tables that do not name one.
+    pub schema: Option<String>,
+    /// `TABLE_PREFIXES`: only tables under these `s3://bucket/prefix` roots; empty = all.
+    pub table_prefixes: Vec<String>,
+    /// `ALLOWED_UC_CATALOGS`: the catalogs a table's `lakemirror.unity.*` properties may
+    /// choose (a regex); unset: the properties are ignored.
+    pub allowed_catalogs: Option<regex::Regex>,
+}
+
+impl std::fmt::Debug for UnityConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnityConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("token_secret_arn", &self.token_secret_arn)
+            .field("catalog", &self.catalog)
+            .field("schema", &self.schema)
+            .field("table_prefixes", &self.table_prefixes)
+            .field("allowed_catalogs", &self.allowed_catalogs)
+            .finish()
+    }
+}
+
+impl UnityConfig {
+    /// The configuration from `setting` (the function's environment variables).
+    pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
+        let url = var("UC_URL").ok_or_else(|| Error::Url {
+            url: String::new(),
+            reason: "is not set: give the Unity Catalog server's base URL, e.g. https://uc.example.com:8080 (without /api/2.1/unity-catalog)".into(),
+        })?;
+        Ok(Self {
+            url,
+            token: var("UC_TOKEN"),
+            token_secret_arn: var("UC_TOKEN_SECRET_ARN"),
+            catalog: var("UC_CATALOG"),
+            schema: var("UC_SCHEMA"),
+            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
+            allowed_catalogs: lakemirror_plan::target::allowed_names(
+                var("ALLOWED_UC_CATALOGS").as_deref(),
+                "ALLOWED_UC_CATALOGS",
+            )?,
+        })
+    }
+
+    /// A client, with the token from Secrets Manager when a secret is configured.
+    pub async fn client(&self, secrets: Option<&dyn SecretSource>) -> Result<UnityCatalog> {
+        let token = match (&self.token_secret_arn, secrets) {
+            (Some(arn), Some(secrets)) => Some(
+                secrets
+                    .secret(arn, "token", "the Unity Catalog token secret")
+                    .await?,
+            ),
+            _ => self.token.clone(),
+        };
+        UnityCatalog::new(&self.url, token)
+    }
+}
+
+/// The unity-register function: configuration and clients, built once per process.
+#[derive(Clone)]
+pub struct UnityRegisterFunction {
+    pub config: UnityConfig,
+    stores: ObjectStores,
+    secrets: Option<Arc<dyn SecretSource>>,
+}
+
+impl std::fmt::Debug for UnityRegisterFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnityRegisterFunction")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one invocation registered, and what failed.
+#[derive(Debug, Default)]
+pub struct Registered {
+    pub registered: Vec<UnityReport>,
+    /// `{"table_uri", "error"}` per table that failed.
+    pub failed: Vec<Value>,
+    /// The messages of the tables that failed, for redelivery (sorted, once each).
+    pub redeliver: Vec<String>,
+    /// The first failure, for an event that fails as a whole.
+    pub first_error: Option<Error>,
+}
+
+impl UnityRegisterFunction {
+    /// `secrets` reads the token when `UC_TOKEN_SECRET_ARN` is set.
+    pub fn new(
+        config: UnityConfig,
+        stores: ObjectStores,
+        secrets: Option<Arc<dyn SecretSource>>,
+    ) -> Self {
+        Self {
+            config,
+            stores,
+            secrets,
+        }
+    }
+
+    /// Registers every announced table. Every table is tried.
+    pub async fn register(&self, tables: &[AnnouncedTable]) -> Result<Registered> {
+        let mut outcome = Registered::default();
+        if tables.is_empty() {
+            return Ok(outcome);
+        }
+        let uc = self.config.client(self.secrets.as_deref()).await?;
+        for table in tables {
+            let request = UnityRegisterRequest {
+                table_uri: table.table_uri.clone(),
+                catalog: self.config.catalog.clone(),
+                schema: self.config.schema.clone(),
+                table: None,
+                allowed_catalogs: self.config.allowed_catalogs.clone(),
+            };
+            match unity_register(&self.stores, &uc, &request).await {
+                Ok(report) => outcome.registered.push(report),
+                Err(e) => {
+                    tracing::error!(table = %request.table_uri, error = %e, "registration failed");
+                    outcome
+                        .failed
+                        .push(json!({ "table_uri": request.table_uri, "error": e.to_string() }));
+                    outcome.redeliver.extend(table.message_ids.iter().cloned());
+                    outcome.first_error.get_or_insert(e);
+                }
+            }
+        }
+        outcome.redeliver.sort();
+        outcome.redeliver.dedup();
+        if !outcome.failed.is_empty() {
+            tracing::error!(failed = %serde_json::Value::Array(outcome.failed.clone()), "some tables failed");
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let config = UnityConfig {
+            url: "http://h".into(),
+            token: Some("s3cr3t".into()),
+            token_secret_arn: None,
+            catalog: None,
+            schema: None,
+            table_prefixes: Vec::new(),
+            allowed_catalogs: None,
+        };
+        assert!(!format!("{config:?}").contains("s3cr3t"));
+    }
+}

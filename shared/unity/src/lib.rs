@@ -1,0 +1,21 @@
+//! lakemirror-unity: Unity Catalog through its OSS REST API ([`client`]). Delta tables are
+//! registered as EXTERNAL DELTA tables ([`register`], their columns from the Delta schema in
+//! [`columns`]), and tables named `catalog.schema.table` are opened for reading through
+//! their storage location and vended credentials ([`sources`]). [`function`] is the
+//! unity-register function's logic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod client;
+pub mod columns;
+mod error;
+pub mod function;
+pub mod register;
+pub mod sources;
+
+pub use client::{TableInfo, UnityCatalog};
+pub use error::{Error, Result};
+pub use register::{UnityRegisterRequest, UnityReport, unity_register};
+pub use sources::open_table;

@@ -1,0 +1,92 @@
+"""The shape of the house (README, "Layout"): one crate per room under shared/, arrows that
+point down only, `plan` without IO or async, the AWS SDK in `aws` alone, and Lambda
+binaries without the CLI's dependencies. Read from `cargo metadata` and `cargo tree`, so a
+dependency added in the wrong place fails here, not in review."""
+
+import json
+import subprocess
+from functools import cache
+
+import pytest
+
+from conftest import REPO
+
+# Each workspace crate and the workspace crates it may depend on (directly; normal
+# dependencies). Down only: functions/cli -> aws, lakebase, unity, iceberg -> plan -> delta
+# -> storage. lakebase reads Unity Catalog sources, a step sideways on the same floor.
+ALLOWED = {
+    "lakemirror-storage": set(),
+    "lakemirror-delta": {"lakemirror-storage"},
+    "lakemirror-plan": {"lakemirror-delta"},
+    "lakemirror-iceberg": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
+    "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-plan", "lakemirror-storage"},
+    "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
+    "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
+    "glue-sync": {"lakemirror-aws", "lakemirror-iceberg", "lakemirror-storage"},
+    "lakebase-sync": {"lakemirror-aws", "lakemirror-lakebase", "lakemirror-unity", "lakemirror-storage"},
+    "unity-register": {"lakemirror-aws", "lakemirror-unity", "lakemirror-storage"},
+    "lakemirror-cli": {"lakemirror-aws", "lakemirror-iceberg", "lakemirror-lakebase", "lakemirror-unity",
+                       "lakemirror-plan", "lakemirror-delta", "lakemirror-storage",
+                       "glue-sync", "lakebase-sync", "unity-register"},
+    "lakemirror-tests": set(),
+}
+# What a pure planner may not depend on directly: anything that does IO or runs tasks.
+NOT_IN_PLAN = {"tokio", "futures", "object_store", "bytes", "reqwest", "async-trait", "tokio-postgres"}
+CLI_ONLY = {"clap"}  # tracing-subscriber comes with lambda_runtime
+
+
+@cache
+def packages() -> dict:
+    out = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return {p["name"]: p for p in json.loads(out)["packages"]}
+
+
+def normal_dependencies(package: str) -> set[str]:
+    return {d["name"] for d in packages()[package]["dependencies"] if d["kind"] is None}
+
+
+@cache
+def linked(package: str) -> set[str]:
+    """Every crate `package`'s own targets link (normal dependencies, transitively)."""
+    out = subprocess.run(["cargo", "tree", "-p", package, "-e", "normal", "--prefix", "none", "--offline",
+                          "--format", "{p}"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_every_crate_of_the_workspace_has_its_place_in_the_layout():
+    assert set(packages()) == set(ALLOWED)
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_dependencies_between_crates_point_down_only(package):
+    ours = normal_dependencies(package) & set(ALLOWED)
+    assert ours <= ALLOWED[package], f"{package} may not depend on {sorted(ours - ALLOWED[package])}"
+
+
+def test_the_planner_does_no_io_and_runs_no_tasks():
+    assert not normal_dependencies("lakemirror-plan") & NOT_IN_PLAN
+    source = "\n".join(p.read_text() for p in (REPO / "shared" / "plan" / "src").rglob("*.rs"))
+    for word in ("async fn", ".await", "std::fs", "std::net", "tokio::"):
+        assert word not in source, f"lakemirror-plan uses {word!r}"
+
+
+@pytest.mark.parametrize("package", sorted(set(ALLOWED) - {"lakemirror-aws", "lakemirror-cli", "glue-sync",
+                                                              "lakebase-sync", "unity-register", "lakemirror-tests"}))
+def test_only_the_aws_crate_links_the_aws_sdk(package):
+    sdk = {name for name in linked(package) if name.startswith("aws-sdk-") or name == "aws-config"}
+    assert not sdk, f"{package} links {sorted(sdk)}"
+
+
+@pytest.mark.parametrize("function", ["glue-sync", "lakebase-sync", "unity-register"])
+def test_lambda_functions_do_not_link_the_clis_dependencies(function):
+    assert not linked(function) & CLI_ONLY, f"{function} links {sorted(linked(function) & CLI_ONLY)}"
+
+
+def test_environment_variables_are_read_by_binaries_only():
+    """Libraries take their settings as arguments; each `main` (and the CLI) reads the
+    environment once."""
+    for crate in ("storage", "delta", "plan", "iceberg", "aws", "lakebase", "unity"):
+        for path in (REPO / "shared" / crate / "src").rglob("*.rs"):
+            code = path.read_text().split("#[cfg(test)]")[0]
+            assert "env::var(" not in code, f"{path.relative_to(REPO)} reads the environment"
