@@ -27,7 +27,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import files_of_current_snapshot
-from acceptance.test_invoke import moto_style_s3_record, sqs_record
+from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
 from rig import judge
 
 COMMITS = 50

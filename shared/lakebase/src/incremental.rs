@@ -216,65 +216,14 @@ pub(crate) async fn apply_changes(
         .await
         .map_err(|e| pg_error("analyzing the increment", e))?;
 
-    let same_key = |a: &str, b: &str| {
-        table
-            .primary_key
-            .iter()
-            .map(|k| format!("{a}.{k} = {b}.{k}", k = quote_ident(k)))
-            .collect::<Vec<_>>()
-            .join(" AND ")
-    };
+    let column_names: Vec<String> = columns.iter().map(|c| c.copy.name.clone()).collect();
     let deleted = tx
-        .execute(
-            &format!(
-                "DELETE FROM {} t USING lakemirror_deletes d WHERE {} AND NOT EXISTS (SELECT 1 FROM lakemirror_upserts u WHERE {})",
-                target.sql(),
-                same_key("t", "d"),
-                same_key("u", "d")
-            ),
-            &[],
-        )
+        .execute(&delete_statement(&target.sql(), &table.primary_key), &[])
         .await
         .map_err(|e| pg_error(&format!("deleting rows from {target}"), e))?;
-    let values: Vec<String> = columns
-        .iter()
-        .filter(|c| !table.primary_key.contains(&c.copy.name))
-        .map(|c| quote_ident(&c.copy.name))
-        .collect();
-    let on_conflict = if values.is_empty() {
-        "DO NOTHING".to_string()
-    } else {
-        format!(
-            "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
-            values
-                .iter()
-                .map(|v| format!("{v} = EXCLUDED.{v}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            values
-                .iter()
-                .map(|v| format!("t.{v}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            values
-                .iter()
-                .map(|v| format!("EXCLUDED.{v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
     let row = tx
         .query_one(
-            &format!(
-                "WITH written AS (
-                   INSERT INTO {} AS t ({cols}) SELECT {cols} FROM lakemirror_upserts
-                   ON CONFLICT ({}) {on_conflict}
-                   RETURNING (xmax = 0) AS inserted)
-                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written",
-                target.sql(),
-                keys.join(", "),
-                cols = all.join(", ")
-            ),
+            &upsert_statement(&target.sql(), &table.primary_key, &column_names),
             &[],
         )
         .await
@@ -372,4 +321,96 @@ pub(crate) fn same_type(postgres: &str, ours: &str) -> bool {
             .replace(' ', "")
     };
     canonical(postgres) == canonical(ours)
+}
+
+/// `k1 = k1 AND ...` between the key columns of two aliases.
+fn same_key(primary_key: &[String], a: &str, b: &str) -> String {
+    primary_key
+        .iter()
+        .map(|k| format!("{a}.{k} = {b}.{k}", k = quote_ident(k)))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// Deletes from `target` the keys of `lakemirror_deletes` that `lakemirror_upserts` does
+/// not write again (a row that moved to another file is updated, not deleted).
+pub(crate) fn delete_statement(target: &str, primary_key: &[String]) -> String {
+    format!(
+        "DELETE FROM {target} t USING lakemirror_deletes d WHERE {} AND NOT EXISTS (SELECT 1 FROM lakemirror_upserts u WHERE {})",
+        same_key(primary_key, "t", "d"),
+        same_key(primary_key, "u", "d")
+    )
+}
+
+/// Inserts or updates `lakemirror_upserts` into `target` by primary key, rewriting only
+/// rows whose values changed, and answers (inserted, updated).
+pub(crate) fn upsert_statement(target: &str, primary_key: &[String], columns: &[String]) -> String {
+    let quoted = |names: &mut dyn Iterator<Item = &String>| -> Vec<String> {
+        names.map(|n| quote_ident(n)).collect()
+    };
+    let all = quoted(&mut columns.iter());
+    let keys = quoted(&mut primary_key.iter());
+    let values = quoted(&mut columns.iter().filter(|c| !primary_key.contains(c)));
+    let list = |f: &dyn Fn(&String) -> String| values.iter().map(f).collect::<Vec<_>>().join(", ");
+    let on_conflict = if values.is_empty() {
+        "DO NOTHING".to_string()
+    } else {
+        format!(
+            "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
+            list(&|v| format!("{v} = EXCLUDED.{v}")),
+            list(&|v| format!("t.{v}")),
+            list(&|v| format!("EXCLUDED.{v}"))
+        )
+    };
+    format!(
+        "WITH written AS (
+                   INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM lakemirror_upserts
+                   ON CONFLICT ({}) {on_conflict}
+                   RETURNING (xmax = 0) AS inserted)
+                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written",
+        keys.join(", "),
+        cols = all.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_row_rewritten_elsewhere_is_not_deleted() {
+        let sql = delete_statement("\"public\".\"orders\"", &names(&["id", "Region"]));
+        assert_eq!(
+            sql,
+            "DELETE FROM \"public\".\"orders\" t USING lakemirror_deletes d WHERE t.\"id\" = d.\"id\" AND t.\"Region\" = d.\"Region\" AND NOT EXISTS (SELECT 1 FROM lakemirror_upserts u WHERE u.\"id\" = d.\"id\" AND u.\"Region\" = d.\"Region\")"
+        );
+    }
+
+    #[test]
+    fn an_upsert_rewrites_only_changed_values_and_counts_inserts_apart() {
+        let sql = upsert_statement(
+            "\"public\".\"t\"",
+            &names(&["id"]),
+            &names(&["id", "a", "b c"]),
+        );
+        assert!(sql.contains("INSERT INTO \"public\".\"t\" AS t (\"id\", \"a\", \"b c\") SELECT \"id\", \"a\", \"b c\" FROM lakemirror_upserts"), "{sql}");
+        assert!(sql.contains("ON CONFLICT (\"id\") DO UPDATE SET \"a\" = EXCLUDED.\"a\", \"b c\" = EXCLUDED.\"b c\" WHERE (t.\"a\", t.\"b c\") IS DISTINCT FROM (EXCLUDED.\"a\", EXCLUDED.\"b c\")"), "{sql}");
+        assert!(sql.contains("RETURNING (xmax = 0) AS inserted"), "{sql}");
+    }
+
+    #[test]
+    fn a_table_of_key_columns_only_inserts_what_is_new() {
+        let sql = upsert_statement("t", &names(&["id"]), &names(&["id"]));
+        assert!(sql.contains("ON CONFLICT (\"id\") DO NOTHING"), "{sql}");
+    }
+
+    #[test]
+    fn identifiers_with_quotes_stay_one_identifier() {
+        let sql = delete_statement("t", &names(&["we\"ird"]));
+        assert!(sql.contains("t.\"we\"\"ird\" = d.\"we\"\"ird\""), "{sql}");
+    }
 }

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from acceptance.test_glue_target import set_properties
-from acceptance.test_invoke import moto_style_s3_record
-from acceptance.test_lakebase import pg_rows
+from acceptance.glue_sync.test_glue_target import set_properties
+from acceptance.glue_sync.test_invoke import moto_style_s3_record
+from acceptance.lakebase.test_lakebase import pg_rows
 from rig import judge, unity
 
 TOKEN = "uc-s3cr3t-token"
@@ -161,7 +161,7 @@ def test_table_properties_choose_the_name_or_opt_out(bucket, unity_schema, delta
 
 def test_from_its_queue_only_the_messages_of_a_table_that_failed_come_back(
         bucket, unity_schema, delta_storage_options, lakemirror, tmp_path):
-    from acceptance.test_invoke import sqs_record
+    from acceptance.glue_sync.test_invoke import sqs_record
     write_deltalake(f"s3://{bucket}/gold/good", orders([1]), storage_options=delta_storage_options)
     batch = {"Records": [
         sqs_record("m-good", json.dumps(commit_event(bucket, "gold/good", 0))),

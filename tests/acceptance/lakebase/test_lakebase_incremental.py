@@ -15,8 +15,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import _delta_rows, _project
-from acceptance.test_lakebase import comparable_columns, pg_rows
-from acceptance.test_shared_tables import shared_tables
+from acceptance.lakebase.test_lakebase import comparable_columns, pg_rows
+from acceptance.glue_sync.test_shared_tables import shared_tables
 from rig import judge
 
 

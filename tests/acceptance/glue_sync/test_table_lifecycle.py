@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import assert_mirrors
-from acceptance.test_invoke import moto_style_s3_record, sqs_record
+from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
 from rig import judge
 from rig.delta_log import COLUMN_MAPPING_PROTOCOL, DeltaLog, column, column_mapping, field_id
 from rig.java_iceberg import JavaReadError

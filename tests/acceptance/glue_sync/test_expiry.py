@@ -82,7 +82,7 @@ def test_delete_files_of_expired_snapshots_go_and_live_ones_stay(format_version,
     # vector removed at v4), with commits 30, 25, ... 10 days old: every snapshot but the
     # newest expires, and the delete files only they used must go with them. A local table,
     # so that Java Iceberg judges what is left.
-    from acceptance.test_deletion_vectors import write_table_history
+    from acceptance.glue_sync.test_deletion_vectors import write_table_history
 
     root = tmp_path / "t"
     history = write_table_history(root, partitioned=False)
@@ -123,7 +123,7 @@ def test_a_sync_killed_while_deleting_expired_files_leaves_a_readable_table_and_
     # Issue 8, property 3, the step after the Glue update: expired snapshots' files are deleted
     # after the commit, one by one. Killed after the first, the table must still read right
     # and the files left over must be ones no kept snapshot reads.
-    from acceptance.test_crash_steps import ABORTED
+    from acceptance.glue_sync.test_crash_steps import ABORTED
 
     root = tmp_path / "crash"
 

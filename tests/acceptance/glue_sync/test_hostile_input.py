@@ -26,7 +26,7 @@ METADATA = {"metaData": {"id": "h", "format": {"provider": "parquet", "options":
 
 # 813 bytes, PAR1 at both ends, whose footer declares a key-value list of ~96 million entries:
 # found by tests/fuzz; the parquet crate reserved ~4.6 GB for it and the process died.
-HOSTILE_FOOTER = (Path(__file__).resolve().parents[2] / "shared/delta/src/testdata/oom-key-value-list.parquet").read_bytes()
+HOSTILE_FOOTER = (Path(__file__).resolve().parents[3] / "shared/delta/src/testdata/oom-key-value-list.parquet").read_bytes()
 
 
 def parquet_bytes(ids) -> bytes:

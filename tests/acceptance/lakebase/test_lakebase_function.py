@@ -8,8 +8,8 @@ import psycopg
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from acceptance.test_invoke import moto_style_s3_record
-from acceptance.test_lakebase import pg_rows
+from acceptance.glue_sync.test_invoke import moto_style_s3_record
+from acceptance.lakebase.test_lakebase import pg_rows
 from rig.postgres import PASSWORD
 
 SCHEDULE = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.scheduler", "detail": {}}
@@ -85,7 +85,7 @@ def test_an_unreadable_secret_fails_clearly_without_leaking_the_password(
 
 def test_from_its_queue_only_the_messages_of_a_table_that_failed_come_back(
         bucket, delta_storage_options, postgres_url, function_postgres_env, lakemirror, tmp_path):
-    from acceptance.test_invoke import sqs_record
+    from acceptance.glue_sync.test_invoke import sqs_record
     secret_arn = boto3.client("secretsmanager").create_secret(
         Name=f"lakebase-queue-{bucket}", SecretString=PASSWORD)["ARN"]
     good, gone = f"s3://{bucket}/gold/good", f"s3://{bucket}/gold/gone"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 
 # What each role may do; a change here is a change to the security review in the README.
 EXPECTED_ACTIONS = {

@@ -9,7 +9,7 @@ import boto3
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from acceptance.test_invoke import moto_style_s3_record
+from acceptance.glue_sync.test_invoke import moto_style_s3_record
 
 
 def status(lakemirror, glue_database, *args):

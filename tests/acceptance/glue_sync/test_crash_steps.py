@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import _delta_rows, assert_mirrors
-from acceptance.test_lakebase import pg_rows
+from acceptance.lakebase.test_lakebase import pg_rows
 from rig import judge
 
 ABORTED = (-signal.SIGABRT, 128 + signal.SIGABRT, 134)

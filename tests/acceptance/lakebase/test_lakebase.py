@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.mirror_check import _delta_rows, _project
-from acceptance.test_shared_tables import shared_tables
+from acceptance.glue_sync.test_shared_tables import shared_tables
 from rig import judge
 from rig.postgres import PASSWORD
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.test_template_iam import as_list, statements, template
+from acceptance.deployment.test_template_iam import as_list, statements, template
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RUST_SOURCES = REPO / "shared"
 
 # What the dashboard charts from the lakemirror namespace; a change here is a change to the

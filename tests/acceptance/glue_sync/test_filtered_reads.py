@@ -23,7 +23,7 @@ from pyiceberg.expressions import EqualTo, GreaterThanOrEqual, IsNull, LessThanO
 
 from acceptance.mirror_check import (_as_pyiceberg_reads_them, _columns_duckdb_can_read, _delta_rows, _project,
                                      without_paths)
-from acceptance.test_shared_tables import REFUSED, shared_tables, upload
+from acceptance.glue_sync.test_shared_tables import REFUSED, shared_tables, upload
 from conftest import REPO
 from rig import judge
 

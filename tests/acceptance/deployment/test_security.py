@@ -8,7 +8,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import write_manifest_list
 
 from acceptance.mirror_check import assert_mirrors
-from acceptance.test_expiry import local_keys, write_aged_commits
+from acceptance.glue_sync.test_expiry import local_keys, write_aged_commits
 from rig import judge
 
 
@@ -58,8 +58,8 @@ def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_t
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from acceptance.test_lakebase import pg_rows
-    from acceptance.test_lakebase_function import SCHEDULE
+    from acceptance.lakebase.test_lakebase import pg_rows
+    from acceptance.lakebase.test_lakebase_function import SCHEDULE
 
     uri = f"s3://{bucket}/lake/orders"
     write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
@@ -105,7 +105,7 @@ def test_one_hung_table_does_not_hold_up_the_others_in_its_batch(
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from acceptance.test_invoke import moto_style_s3_record, sqs_record
+    from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
     from rig.fault_proxy import FaultProxy
 
     for name in ("quick", "hung"):
@@ -132,7 +132,7 @@ def test_the_function_verifies_the_database_and_refuses_plaintext_unless_allowed
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from acceptance.test_lakebase_function import SCHEDULE
+    from acceptance.lakebase.test_lakebase_function import SCHEDULE
     from rig.postgres import PASSWORD
 
     path = str(tmp_path / "t")
@@ -166,7 +166,7 @@ def test_commit_events_of_tables_lakebase_does_not_copy_open_no_database_connect
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from acceptance.test_invoke import moto_style_s3_record, sqs_record
+    from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
 
     copied = f"s3://{bucket}/gold/copied"
     write_deltalake(copied, pa.table({"id": pa.array([1], pa.int64())}), storage_options=delta_storage_options)
@@ -199,7 +199,7 @@ def test_a_burst_of_commits_opens_no_more_connections_than_the_queue_lets_invoca
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from acceptance.test_lakebase import pg_rows
+    from acceptance.lakebase.test_lakebase import pg_rows
     from conftest import REPO
 
     sys.path.insert(0, str(REPO / "localstack"))

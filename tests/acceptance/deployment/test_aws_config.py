@@ -12,7 +12,7 @@ import threading
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from acceptance.test_lakebase import pg_rows
+from acceptance.lakebase.test_lakebase import pg_rows
 from rig import judge
 
 
