@@ -45,3 +45,84 @@ pub async fn handle(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The handler without a database: commit events of tables not synced here end before a
+    //! connection is opened; an unreachable database fails the invocation, so that Lambda
+    //! delivers the batch again.
+
+    use lakemirror_lakebase::function::{ConfigSource, LakebaseSyncConfig};
+    use lakemirror_storage::ObjectStores;
+    use lambda_runtime::Context;
+    use serde_json::json;
+
+    use super::*;
+
+    /// `s3://lake/orders` synced into a database no one listens for (a closed loopback port).
+    fn function() -> LakebaseSyncFunction {
+        let config = LakebaseSyncConfig {
+            config: ConfigSource::Text("[[tables]]\nsource.path = \"s3://lake/orders\"\n".into()),
+            postgres_url: Some("postgres://app@127.0.0.1:1/shop?sslmode=disable".into()),
+            password_secret_arn: None,
+            unity: None,
+            table_prefixes: vec!["s3://lake".into()],
+            allow_replace: false,
+            allowed_schemas: None,
+            ca_pem: None,
+            ca_secret_arn: None,
+            allow_insecure: true,
+            libpq: Default::default(),
+        };
+        LakebaseSyncFunction::new(config, ObjectStores::in_memory(), None)
+    }
+
+    fn commits(tables: &[(&str, &str)]) -> LambdaEvent<LambdaInput> {
+        let records: Vec<_> = tables
+            .iter()
+            .map(|(id, table)| {
+                let body = json!({"Records": [{"eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": "lake"},
+                           "object": {"key": format!("{table}/_delta_log/00000000000000000003.json")}}}]});
+                json!({"messageId": id, "receiptHandle": "r", "eventSource": "aws:sqs",
+                       "body": body.to_string()})
+            })
+            .collect();
+        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
+        LambdaEvent::new(event, Context::default())
+    }
+
+    #[tokio::test]
+    async fn commits_of_tables_not_synced_here_open_no_connection() {
+        let response = handle(&function(), commits(&[("m1", "returns"), ("m2", "events")]))
+            .await
+            .unwrap();
+        let LakebaseResponse::Batch(batch) = response else {
+            panic!("an SQS batch is answered with a batch response: {response:?}");
+        };
+        assert!(batch.batch_item_failures.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_database_fails_the_batch_for_redelivery() {
+        let err = handle(&function(), commits(&[("m1", "orders")]))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("127.0.0.1:1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_config_the_deployment_does_not_allow_is_refused_before_connecting() {
+        let mut function = function();
+        function.config.config = ConfigSource::Text(
+            "[[tables]]\nsource.path = \"s3://lake/orders\"\nsync.conflict_on_existing = \"replace\"\n"
+                .into(),
+        );
+        let err = handle(&function, commits(&[("m1", "orders")]))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("LAKEBASE_ALLOW_REPLACE"), "{err}");
+    }
+}

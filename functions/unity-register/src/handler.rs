@@ -46,3 +46,76 @@ pub async fn handle(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The handler against an unreachable Unity Catalog (a closed loopback port): the table's
+    //! messages are redelivered, and tables outside the prefixes are never tried.
+
+    use lakemirror_delta::test_tables::{metadata, protocol, write_commit};
+    use lakemirror_storage::ObjectStores;
+    use lakemirror_unity::function::UnityConfig;
+    use lambda_runtime::Context;
+    use serde_json::json;
+
+    use super::*;
+
+    fn function(stores: ObjectStores) -> UnityRegisterFunction {
+        let config = UnityConfig {
+            url: "http://127.0.0.1:1".into(),
+            token: Some("t0k3n".into()),
+            token_secret_arn: None,
+            catalog: Some("main".into()),
+            schema: Some("sales".into()),
+            table_prefixes: vec!["s3://lake/sales".into()],
+            allowed_catalogs: None,
+        };
+        UnityRegisterFunction::new(config, stores, None)
+    }
+
+    fn commits(tables: &[(&str, &str)]) -> LambdaEvent<LambdaInput> {
+        let records: Vec<_> = tables
+            .iter()
+            .map(|(id, table)| {
+                let body = json!({"Records": [{"eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": "lake"},
+                           "object": {"key": format!("{table}/_delta_log/00000000000000000000.json")}}}]});
+                json!({"messageId": id, "receiptHandle": "r", "eventSource": "aws:sqs",
+                       "body": body.to_string()})
+            })
+            .collect();
+        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
+        LambdaEvent::new(event, Context::default())
+    }
+
+    #[tokio::test]
+    async fn a_table_that_cannot_be_registered_is_redelivered_alone() {
+        let stores = ObjectStores::in_memory();
+        for table in ["sales/orders", "raw/events"] {
+            let storage = stores
+                .open(&format!("s3://lake/{table}"), Default::default())
+                .unwrap();
+            write_commit(
+                &storage,
+                0,
+                &[protocol(), metadata(table, &[("id", "long")], &[])],
+            )
+            .await;
+        }
+        let response = handle(
+            &function(stores),
+            commits(&[("m1", "sales/orders"), ("m2", "raw/events")]),
+        )
+        .await
+        .unwrap();
+        let UnityResponse::Batch(batch) = response else {
+            panic!("an SQS batch is answered with a batch response: {response:?}");
+        };
+        let ids: Vec<&str> = batch
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(ids, ["m1"], "raw/events lies outside TABLE_PREFIXES");
+    }
+}

@@ -23,7 +23,7 @@ pub enum Error {
     Unity { message: String, retryable: bool },
 
     /// The server's URL (`UC_URL`) cannot be used.
-    #[error("UC_URL {url:?} {reason}")]
+    #[error("UC_URL {}{reason}", if url.is_empty() { String::new() } else { format!("{url:?} ") })]
     Url { url: String, reason: String },
 
     /// The name or definition of the entry a Delta table asks for cannot be used.
