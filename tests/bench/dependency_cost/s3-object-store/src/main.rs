@@ -1,5 +1,5 @@
 //! GETs `COUNT` times the object `s3://BUCKET/KEY` the way lakemirror reads S3: object_store,
-//! with the AWS SDK's configuration for credentials, region and endpoint (shared/src/aws.rs
+//! with the AWS SDK's configuration for credentials, region and endpoint (shared/aws/src/config.rs
 //! does the same with a credential provider; here the SDK's credentials are read once).
 //!
 //!     s3-object-store BUCKET KEY COUNT
