@@ -18,8 +18,8 @@ pub mod glue;
 pub mod secrets;
 pub mod trigger;
 
+pub use aws_config::SdkConfig;
 pub use dead_letter::{DeadLetterQueue, DeadLetters, InMemoryDeadLetters};
 pub use error::{Error, Result};
 pub use glue::GlueCatalog;
-pub use aws_config::SdkConfig;
 pub use secrets::SecretsManager;
