@@ -50,6 +50,37 @@ impl Error {
         if let Some(lakemirror_delta::Error::NotADeltaTable(_)) = delta {
             return Some("--table-uri");
         }
+        let lakebase = match self {
+            Error::Lakebase(e) => Some(e),
+            Error::Function(e) => e.downcast_ref::<lakemirror_lakebase::Error>(),
+            _ => None,
+        };
+        if let Some(setting) = lakebase.and_then(|e| e.setting()) {
+            use lakemirror_lakebase::Setting;
+            return Some(match setting {
+                Setting::FullRefresh => "--mode full_refresh",
+                Setting::ConflictOnExisting => "--conflict-on-existing replace",
+                Setting::PostgresUrl => "--postgres-url",
+                Setting::UnityCatalog => "--uc-url, --uc-token",
+                Setting::ShowValues => "--show-values shows the values",
+            });
+        }
+        let unity = match self {
+            Error::Unity(e) => Some(e),
+            Error::Lakebase(lakemirror_lakebase::Error::Unity(e)) => Some(e),
+            Error::Function(e) => e.downcast_ref::<lakemirror_unity::Error>(),
+            _ => None,
+        };
+        if let Some(setting) = unity.and_then(|e| e.setting()) {
+            use lakemirror_unity::Setting;
+            return Some(match setting {
+                Setting::Catalog => "--catalog",
+                Setting::Schema => "--schema",
+                Setting::Table => "--table",
+                Setting::Token => "--uc-token",
+                Setting::SourceTable => "--source-table",
+            });
+        }
         match iceberg? {
             lakemirror_iceberg::Error::SourceMissing { .. } => Some("--on-missing-source=drop"),
             lakemirror_iceberg::Error::NoSuchDatabase(_) => Some("--glue-database"),

@@ -60,6 +60,29 @@ pub enum Error {
     /// JSON (de)serialization failed.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// An error one setting fixes; the message names it as the config file does, a front
+    /// end (the CLI) may add its own name for it.
+    #[error("{source}")]
+    FixedBy {
+        setting: Setting,
+        source: Box<Error>,
+    },
+}
+
+/// A setting of the reverse sync that fixes an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// `sync.mode`: a full refresh rebuilds what an incremental sync cannot continue.
+    FullRefresh,
+    /// `sync.conflict_on_existing`: replace a table lakemirror did not create.
+    ConflictOnExisting,
+    /// The PostgreSQL URL (`POSTGRES_URL`).
+    PostgresUrl,
+    /// The Unity Catalog server and token (`UC_URL`, `UC_TOKEN`).
+    UnityCatalog,
+    /// Rows in errors show their values instead of a hash of them.
+    ShowValues,
 }
 
 impl Error {
@@ -67,6 +90,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Postgres { retryable, .. } => *retryable,
+            Error::FixedBy { source, .. } => source.is_retryable(),
             Error::Storage(e) => e.is_retryable(),
             Error::Delta(e) => e.is_retryable(),
             Error::Unity(e) => e.is_retryable(),
@@ -80,6 +104,22 @@ impl Error {
             Error::Storage(e) => e.is_not_found(),
             Error::Delta(e) => e.is_not_found(),
             _ => false,
+        }
+    }
+
+    /// The setting that fixes this error, when one does.
+    pub fn setting(&self) -> Option<Setting> {
+        match self {
+            Error::FixedBy { setting, .. } => Some(*setting),
+            _ => None,
+        }
+    }
+
+    /// This error, marked as fixed by `setting`.
+    pub(crate) fn fixed_by(self, setting: Setting) -> Self {
+        Error::FixedBy {
+            setting,
+            source: Box::new(self),
         }
     }
 

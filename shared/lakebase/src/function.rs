@@ -88,7 +88,7 @@ impl LakebaseSyncConfig {
             }
             (None, None) => {
                 return Err(Error::Config(
-                    "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, as for lakemirror lakebase-sync --config), or the s3:// URI of such a file as LAKEBASE_CONFIG_URI".into(),
+                    "LAKEBASE_CONFIG is not set: give the synced tables as TOML ([[tables]] entries, the format of the CLI's config file), or the s3:// URI of such a file as LAKEBASE_CONFIG_URI".into(),
                 ));
             }
         };

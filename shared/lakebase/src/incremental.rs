@@ -7,11 +7,13 @@ use tokio_postgres::Transaction;
 
 use crate::changes::{FileChanges, file_changes, full_refresh_is_cheaper};
 use crate::config::{Mode, SyncedTable};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::postgres::{TableName, pg_error, quote_ident};
 use crate::read::{Rows, SourceColumn, deleted_positions, source_columns};
 use crate::state::{SyncState, write_state};
-use crate::sync::{Applied, check_primary_key, copy_rows, key_text, readable_metadata};
+use crate::sync::{
+    Applied, check_primary_key, copy_rows, key_text, readable_metadata, values_hidden,
+};
 use lakemirror_delta::{CommitsSince, DeltaLog};
 use lakemirror_storage::TableStorage;
 
@@ -30,10 +32,11 @@ pub(crate) async fn apply_increment(
     let target = &table.target;
     if to_version.is_some_and(|v| v < state.version) {
         return Err(Error::Target(format!(
-            "{target} is at Delta version {} already; an incremental sync cannot go back to {}. Run a full refresh (--mode full_refresh) to load an older version",
+            "{target} is at Delta version {} already; an incremental sync cannot go back to {}. Run a full refresh (sync.mode = \"full_refresh\") to load an older version",
             state.version,
             to_version.unwrap_or_default()
-        )));
+        ))
+        .fixed_by(Setting::FullRefresh));
     }
     let commits = match log.commits_since(state.version, to_version, None).await? {
         CommitsSince::Contiguous(commits) => commits,
@@ -64,10 +67,11 @@ pub(crate) async fn apply_increment(
     let target_key = primary_key_of(tx, target).await?;
     if target_key != table.primary_key {
         return Err(Error::Target(format!(
-            "{target} has primary key ({}) but sync.primary_key is ({}); run a full refresh (--mode full_refresh) to rebuild it",
+            "{target} has primary key ({}) but sync.primary_key is ({}); run a full refresh (sync.mode = \"full_refresh\") to rebuild it",
             target_key.join(", "),
             table.primary_key.join(", ")
-        )));
+        ))
+        .fixed_by(Setting::FullRefresh));
     }
     let existing = target_columns(tx, target).await?;
     let added_columns = schema_change(&uri, target, &existing, &columns)?;
@@ -206,11 +210,12 @@ pub(crate) async fn apply_changes(
                 (k.clone(), value.unwrap_or_else(|| "NULL".into()))
             })
             .collect();
-        return Err(Error::Rows(format!(
+        let error = Error::Rows(format!(
             "{target}: the Delta table {} holds the primary key ({}) more than once; nothing was changed. Fix the source or sync.primary_key",
             store.root_uri(),
             key_text(&pairs, table.show_values)
-        )));
+        ));
+        return Err(values_hidden(error, table.show_values));
     }
     tx.batch_execute("ANALYZE lakemirror_upserts; ANALYZE lakemirror_deletes")
         .await
@@ -280,8 +285,9 @@ pub(crate) fn schema_change<'a>(
 ) -> Result<Vec<&'a SourceColumn>> {
     let needs_refresh = |what: String| {
         Error::Target(format!(
-            "{target}: {what} in {uri}; an incremental sync only adds columns. Run a full refresh (--mode full_refresh, or sync.mode = \"full_refresh\" once) to rebuild the table"
+            "{target}: {what} in {uri}; an incremental sync only adds columns. Run a full refresh (sync.mode = \"full_refresh\" once) to rebuild the table"
         ))
+        .fixed_by(Setting::FullRefresh)
     };
     for (name, _) in existing {
         if !columns.iter().any(|c| &c.copy.name == name) {

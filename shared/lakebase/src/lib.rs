@@ -23,6 +23,6 @@ pub mod sync;
 pub mod types;
 
 pub use config::{SyncedTable, TableKeys, read_config};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Setting};
 pub use postgres::Connection;
 pub use sync::{LakebaseReport, lakebase_sync};

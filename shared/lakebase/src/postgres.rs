@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio_postgres::Client;
 use tokio_postgres::config::SslMode as WireSslMode;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 
 /// libpq's `sslmode`, all of it: tokio-postgres alone knows disable/prefer/require.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,13 +103,15 @@ impl Connection {
             Some(url) => {
                 let mut parsed = url::Url::parse(url).map_err(|e| {
                     Error::Connection(format!(
-                        "--postgres-url is not a URL ({e}); expected postgres://user@host:5432/database?sslmode=require"
+                        "the PostgreSQL URL is not a URL ({e}); expected postgres://user@host:5432/database?sslmode=require"
                     ))
+                    .fixed_by(Setting::PostgresUrl)
                 })?;
                 if !matches!(parsed.scheme(), "postgres" | "postgresql") {
                     return Err(Error::Connection(
-                        "--postgres-url must start with postgres:// or postgresql://".into(),
-                    ));
+                        "the PostgreSQL URL must start with postgres:// or postgresql://".into(),
+                    )
+                    .fixed_by(Setting::PostgresUrl));
                 }
                 // sslmode and sslrootcert are ours to interpret; the rest goes to tokio-postgres.
                 let mut kept = Vec::new();
@@ -127,7 +129,10 @@ impl Connection {
                 parsed
                     .as_str()
                     .parse::<tokio_postgres::Config>()
-                    .map_err(|e| Error::Connection(format!("--postgres-url: {e}")))?
+                    .map_err(|e| {
+                        Error::Connection(format!("the PostgreSQL URL: {e}"))
+                            .fixed_by(Setting::PostgresUrl)
+                    })?
             }
             None => {
                 let mut config = tokio_postgres::Config::new();

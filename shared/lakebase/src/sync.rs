@@ -13,7 +13,7 @@ use tokio_postgres::{Client, Transaction};
 
 use crate::config::{Conflict, Mode, Source, SyncedTable};
 use crate::copy::{HEADER, Rejected, TRAILER, encode_rows};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::full_refresh::full_refresh;
 use crate::incremental::apply_increment;
 use crate::postgres::{TableName, pg_error, quote_ident};
@@ -68,9 +68,10 @@ pub async fn lakebase_sync(
         Source::UnityCatalog { .. } => {
             let uc = unity.ok_or_else(|| {
                 Error::Config(format!(
-                    "source {} is a Unity Catalog table: set UC_URL (--uc-url) and UC_TOKEN (--uc-token) so lakemirror can resolve it, or give source.path (the table's storage location)",
+                    "source {} is a Unity Catalog table: set UC_URL and UC_TOKEN so lakemirror can resolve it, or give source.path (the table's storage location)",
                     table.source
                 ))
+                .fixed_by(Setting::UnityCatalog)
             })?;
             lakemirror_unity::open_table(stores, uc, &table.source.to_string(), counters).await?
         }
@@ -98,8 +99,9 @@ pub async fn lakebase_sync(
         .get::<_, bool>(0);
     if exists && state.is_none() && table.conflict_on_existing == Conflict::Error {
         return Err(Error::Target(format!(
-            "{target} exists and was not created by lakemirror; nothing was changed. Set sync.conflict_on_existing = \"replace\" (--conflict-on-existing replace) to replace it, or choose another target.table_name"
-        )));
+            "{target} exists and was not created by lakemirror; nothing was changed. Set sync.conflict_on_existing = \"replace\" to replace it, or choose another target.table_name"
+        ))
+        .fixed_by(Setting::ConflictOnExisting));
     }
     if table.mode == Mode::Incremental
         && exists
@@ -243,10 +245,21 @@ pub(crate) fn rejected(
     } else {
         format!("the row with {}", key_text(&key, table.show_values))
     };
-    Error::Rows(format!(
+    let error = Error::Rows(format!(
         "{}: column {} of {row} {}; nothing was changed",
         table.target, r.column, r.reason
-    ))
+    ));
+    values_hidden(error, table.show_values || key.is_empty())
+}
+
+/// `error`, marked as one whose rows show their values with [`Setting::ShowValues`] when
+/// they are hidden.
+pub(crate) fn values_hidden(error: Error, shown: bool) -> Error {
+    if shown {
+        error
+    } else {
+        error.fixed_by(Setting::ShowValues)
+    }
 }
 
 /// A duplicate primary key, with the key PostgreSQL reports (`Key (id)=(7) is
@@ -274,9 +287,10 @@ pub(crate) fn duplicate_key(
                 _ if show_values => detail,
                 _ => "its values hidden".to_string(),
             };
-            Error::Rows(format!(
+            let error = Error::Rows(format!(
                 "{target}: the Delta table {uri} holds the primary key more than once ({shown}); nothing was changed. Fix the source or sync.primary_key"
-            ))
+            ));
+            values_hidden(error, show_values)
         }
         None => pg_error("building the primary key", e),
     }
@@ -298,7 +312,7 @@ pub(crate) fn key_text(pairs: &[(String, String)], show_values: bool) -> String 
     let values: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
     let hash = lakemirror_delta::actions::content_hash(values.join("\u{0}").as_bytes());
     format!(
-        "{} with values hashed to {hash:016x} (run the CLI with --show-values to see them)",
+        "{} with values hashed to {hash:016x} (hidden: they may be personal data)",
         columns.join(", ")
     )
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use lakemirror_storage::VendedCredentials;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 
 /// The path of the API below the server's base URL.
 pub const API_PATH: &str = "/api/2.1/unity-catalog";
@@ -237,11 +237,12 @@ impl UnityCatalog {
                 self.get("/tables", &query, call).await?.ok_or_else(|| {
                     Error::Unity {
                         message: format!(
-                            "schema {object} does not exist in Unity Catalog at {}; create it (POST /schemas) or choose another with --schema / lakemirror.unity.schema",
+                            "schema {object} does not exist in Unity Catalog at {}; create it (POST /schemas) or choose another (UC_SCHEMA or the Delta table property lakemirror.unity.schema)",
                             self.url
                         ),
                         retryable: false,
                     }
+                    .fixed_by(Setting::Schema)
                 })?;
             tables.extend(page.tables);
             match page.next_page_token.filter(|t| !t.is_empty()) {
@@ -391,7 +392,7 @@ impl UnityCatalog {
         let (what, object) = (call.what, call.object);
         let message = match status.as_u16() {
             401 => format!(
-                "Unity Catalog at {url} refused the credentials while {what} {object} (401 Unauthorized: {}). Set UC_TOKEN (--uc-token; UC_TOKEN_SECRET_ARN in Lambda) to a valid token",
+                "Unity Catalog at {url} refused the credentials while {what} {object} (401 Unauthorized: {}). Set UC_TOKEN (or UC_TOKEN_SECRET_ARN) to a valid token",
                 brief(&body)
             ),
             403 => format!(
@@ -407,9 +408,13 @@ impl UnityCatalog {
                 brief(&body)
             ),
         };
-        Err(Error::Unity {
+        let error = Error::Unity {
             message,
             retryable: status.is_server_error() || status.as_u16() == 429,
+        };
+        Err(match status.as_u16() {
+            401 => error.fixed_by(Setting::Token),
+            _ => error,
         })
     }
 

@@ -37,6 +37,29 @@ pub enum Error {
     /// Unity Catalog holds an entry lakemirror may not change, or a table it cannot read.
     #[error("{0}")]
     CatalogState(String),
+
+    /// An error one setting fixes; the message names it as the deployment does, a front
+    /// end (the CLI) may add its own name for it.
+    #[error("{source}")]
+    FixedBy {
+        setting: Setting,
+        source: Box<Error>,
+    },
+}
+
+/// A setting of the registration that fixes an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The catalog entries go to (`UC_CATALOG`).
+    Catalog,
+    /// The schema entries go to (`UC_SCHEMA`).
+    Schema,
+    /// The entry's table name.
+    Table,
+    /// The token lakemirror sends (`UC_TOKEN`).
+    Token,
+    /// The Unity Catalog table a reverse sync reads (`source.catalog/schema/table`).
+    SourceTable,
 }
 
 impl Error {
@@ -44,9 +67,26 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Unity { retryable, .. } => *retryable,
+            Error::FixedBy { source, .. } => source.is_retryable(),
             Error::Storage(e) => e.is_retryable(),
             Error::Delta(e) => e.is_retryable(),
             _ => false,
+        }
+    }
+
+    /// The setting that fixes this error, when one does.
+    pub fn setting(&self) -> Option<Setting> {
+        match self {
+            Error::FixedBy { setting, .. } => Some(*setting),
+            _ => None,
+        }
+    }
+
+    /// This error, marked as fixed by `setting`.
+    pub(crate) fn fixed_by(self, setting: Setting) -> Self {
+        Error::FixedBy {
+            setting,
+            source: Box::new(self),
         }
     }
 }

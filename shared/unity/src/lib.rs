@@ -16,6 +16,6 @@ pub mod register;
 pub mod sources;
 
 pub use client::{TableInfo, UnityCatalog};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Setting};
 pub use register::{UnityRegisterRequest, UnityReport, unity_register};
 pub use sources::open_table;

@@ -23,7 +23,7 @@ use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, canonical_uri, cras
 
 use crate::client::{CreateOutcome, CreateTable, TableInfo, UnityCatalog};
 use crate::columns::columns;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 
 /// Delta table property: `false` keeps the table out of Unity Catalog.
 pub const ENABLED_PROPERTY: &str = "lakemirror.unity.enabled";
@@ -130,27 +130,35 @@ pub fn resolve_name(
         );
     }
     let explicit = request.table.is_some() || !allowed;
-    let pick = |key: &str, default: Option<&str>, flag: &str| -> Result<String> {
+    let pick = |key: &str, default: Option<&str>, setting: Setting| -> Result<String> {
+        let what = match setting {
+            Setting::Catalog => "catalog",
+            Setting::Schema => "schema",
+            _ => "table",
+        };
         let from_property = if explicit { None } else { property(key) };
-        let value = from_property
-            .as_deref()
-            .or(default)
-            .ok_or_else(|| {
-                Error::Entry(format!(
-                    "no Unity Catalog {flag} for {}: give --{flag} (UC_{} in Lambda) or set the Delta table property {key}",
-                    request.table_uri,
-                    flag.to_ascii_uppercase()
-                ))
-            })?;
+        let value = from_property.as_deref().or(default).ok_or_else(|| {
+            Error::Entry(format!(
+                "no Unity Catalog {what} for {}: set UC_{} or the Delta table property {key}",
+                request.table_uri,
+                what.to_ascii_uppercase()
+            ))
+            .fixed_by(setting)
+        })?;
         unity_name(value).ok_or_else(|| {
             Error::Entry(format!(
-                "{value:?} ({key} or --{flag}) is not a Unity Catalog name: it must be non-empty and hold no '.', '/', spaces or control characters"
+                "{value:?} (the {what}, from {key} or the request) is not a Unity Catalog name: it must be non-empty and hold no '.', '/', spaces or control characters"
             ))
+            .fixed_by(setting)
         })
     };
     Ok(Some(UnityName {
-        catalog: pick(CATALOG_PROPERTY, request.catalog.as_deref(), "catalog")?,
-        schema: pick(SCHEMA_PROPERTY, request.schema.as_deref(), "schema")?,
+        catalog: pick(
+            CATALOG_PROPERTY,
+            request.catalog.as_deref(),
+            Setting::Catalog,
+        )?,
+        schema: pick(SCHEMA_PROPERTY, request.schema.as_deref(), Setting::Schema)?,
         table: pick(
             TABLE_PROPERTY,
             Some(
@@ -159,7 +167,7 @@ pub fn resolve_name(
                     .clone()
                     .unwrap_or_else(|| default_table_name(folder)),
             ),
-            "table",
+            Setting::Table,
         )?,
     }))
 }
@@ -218,9 +226,10 @@ pub fn decide(existing: Option<&TableInfo>, desired: &CreateTable) -> Result<Dec
     let location = existing.storage_location.as_deref().unwrap_or_default();
     if canonical_uri(location) != canonical_uri(&desired.storage_location) {
         return Err(Error::CatalogState(format!(
-            "Unity Catalog table {full_name} exists over {location:?}, not over {}; nothing was changed. Choose another name (--table, or the Delta table property {TABLE_PROPERTY}) or drop that entry",
+            "Unity Catalog table {full_name} exists over {location:?}, not over {}; nothing was changed. Choose another name (the Delta table property {TABLE_PROPERTY}) or drop that entry",
             desired.storage_location
-        )));
+        ))
+        .fixed_by(Setting::Table));
     }
     let kind = (
         existing.table_type.as_deref().unwrap_or("EXTERNAL"),
@@ -292,17 +301,18 @@ pub async fn unity_register(
             Decision::Create(entry) => {
                 let schema = format!("{}.{}", name.catalog, name.schema);
                 if uc.get_schema(&schema).await?.is_none() {
-                    let missing = match uc.get_catalog(&name.catalog).await? {
-                        None => format!("catalog {}", name.catalog),
-                        Some(_) => format!("schema {schema}"),
+                    let (missing, setting) = match uc.get_catalog(&name.catalog).await? {
+                        None => (format!("catalog {}", name.catalog), Setting::Catalog),
+                        Some(_) => (format!("schema {schema}"), Setting::Schema),
                     };
                     return Err(Error::Unity {
                         message: format!(
-                            "cannot register {full_name}: Unity Catalog at {} has no {missing}; create it or choose others with --catalog / --schema (UC_CATALOG / UC_SCHEMA) or the Delta table properties {CATALOG_PROPERTY} / {SCHEMA_PROPERTY}",
+                            "cannot register {full_name}: Unity Catalog at {} has no {missing}; create it or choose others (UC_CATALOG / UC_SCHEMA or the Delta table properties {CATALOG_PROPERTY} / {SCHEMA_PROPERTY})",
                             uc.url()
                         ),
                         retryable: false,
-                    });
+                    }
+                    .fixed_by(setting));
                 }
                 if !create(uc, &entry).await? {
                     tracing::info!(table = %full_name, attempt, "created by someone else meanwhile; reading it again");
@@ -436,10 +446,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("a.b"), "{err}");
-        let err = resolve_name(&request(None, Some("gold"), None), &config(&[]), "t")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--catalog"), "{err}");
+        let err = resolve_name(&request(None, Some("gold"), None), &config(&[]), "t").unwrap_err();
+        assert_eq!(err.setting(), Some(Setting::Catalog), "{err}");
+        assert!(err.to_string().contains("UC_CATALOG"), "{err}");
     }
 
     fn metadata(schema: &str) -> Metadata {

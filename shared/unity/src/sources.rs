@@ -6,7 +6,7 @@ use std::sync::Arc;
 use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
 
 use crate::client::UnityCatalog;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 
 /// Opens the Delta table Unity Catalog knows as `full_name` (`catalog.schema.table`): its
 /// storage location, read with the credentials the server vends for it (READ), or with this
@@ -17,12 +17,15 @@ pub async fn open_table(
     full_name: &str,
     counters: Arc<IoCounters>,
 ) -> Result<TableStorage> {
-    let table = uc.get_table(full_name).await?.ok_or_else(|| Error::Unity {
-        message: format!(
-            "Unity Catalog at {} has no table {full_name}; check source.catalog, source.schema and source.table (--source-table)",
-            uc.url()
-        ),
-        retryable: false,
+    let table = uc.get_table(full_name).await?.ok_or_else(|| {
+        Error::Unity {
+            message: format!(
+                "Unity Catalog at {} has no table {full_name}; check source.catalog, source.schema and source.table",
+                uc.url()
+            ),
+            retryable: false,
+        }
+        .fixed_by(Setting::SourceTable)
     })?;
     let format = table.data_source_format.as_deref().unwrap_or("DELTA");
     if !format.eq_ignore_ascii_case("DELTA") {

@@ -154,6 +154,7 @@ def test_duplicate_keys_and_nul_bytes_fail_naming_the_row_and_change_nothing(tmp
         # Keys are user data: by default the error names the key column and a hash only.
         hidden = lakemirror(*args, check=False)
         assert hidden.returncode != 0 and "id with values hashed to" in hidden.stderr, hidden.stderr
+        assert "(--show-values shows the values)" in hidden.stderr, "the CLI names the flag the library leaves out"
         assert wanted not in hidden.stderr and "nothing was changed" in hidden.stderr
         result = lakemirror(*args, "--show-values", check=False)
         assert result.returncode != 0 and wanted in result.stderr, result.stderr
