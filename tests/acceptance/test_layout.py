@@ -90,3 +90,22 @@ def test_environment_variables_are_read_by_binaries_only():
         for path in (REPO / "shared" / crate / "src").rglob("*.rs"):
             code = path.read_text().split("#[cfg(test)]")[0]
             assert "env::var(" not in code, f"{path.relative_to(REPO)} reads the environment"
+
+
+def test_library_messages_name_settings_not_the_clis_flags():
+    """A library's error speaks to Lambda and CLI users alike, so it names the setting
+    (`sync.mode`, `UC_SCHEMA`); the CLI adds its own flag (shared/cli/src/error.rs)."""
+    import re
+    flags = set()
+    for path in (REPO / "shared" / "cli" / "src").rglob("*.rs"):
+        for field in re.findall(r"#\[arg\([^\]]*long[^\]]*\)\]\s*(?:///[^\n]*\n\s*)*pub (\w+):", path.read_text()):
+            flags.add("--" + field.replace("_", "-"))
+    assert {"--mode", "--schema", "--postgres-url", "--table-uri"} <= flags, "the CLI's flags are read"
+    for crate in ("storage", "delta", "plan", "iceberg", "aws", "lakebase", "unity"):
+        for path in (REPO / "shared" / crate / "src").rglob("*.rs"):
+            code = path.read_text().split("#[cfg(test)]")[0]
+            for number, line in enumerate(code.splitlines(), 1):
+                if line.lstrip().startswith("//"):
+                    continue
+                named = {f for f in re.findall(r"--[a-z][a-z-]*", line) if f in flags}
+                assert not named, f"{path.relative_to(REPO)}:{number} names {named}: {line.strip()}"
