@@ -34,6 +34,8 @@ mod tests {
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::{Value, json};
 
+    use lakemirror_aws::test_events::sqs_commits;
+
     use super::*;
 
     struct Rig {
@@ -88,7 +90,12 @@ mod tests {
         }
 
         async fn handle(&self, messages: &[(&str, &str, i64)]) -> GlueSyncResponse {
-            handle(&self.function, sqs_batch(messages)).await.unwrap()
+            handle(
+                &self.function,
+                LambdaEvent::new(sqs_commits(messages).unwrap(), Context::default()),
+            )
+            .await
+            .unwrap()
         }
 
         /// The mirror's current snapshot summary, when there is a mirror.
@@ -116,31 +123,6 @@ mod tests {
             let summary = self.summary(name).await?;
             summary["delta.version"].as_str()?.parse().ok()
         }
-    }
-
-    /// An SQS batch of S3 notifications: (message ID, table folder, commit version).
-    fn sqs_batch(messages: &[(&str, &str, i64)]) -> LambdaEvent<LambdaInput> {
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|(id, table, version)| {
-                let body = match *table {
-                    "" => "this is not an event".to_string(),
-                    table => json!({"Records": [{
-                        "eventName": "ObjectCreated:Put",
-                        "eventTime": "2026-12-02T10:00:00.000Z",
-                        "s3": {"bucket": {"name": "lake"},
-                               "object": {"key": format!("{table}/_delta_log/{version:020}.json")}}
-                    }]})
-                    .to_string(),
-                };
-                json!({"messageId": id, "receiptHandle": "r", "body": body, "attributes": {},
-                       "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                       "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:commits",
-                       "awsRegion": "us-east-1"})
-            })
-            .collect();
-        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
-        LambdaEvent::new(event, Context::default())
     }
 
     fn redelivered(response: &GlueSyncResponse) -> Vec<String> {

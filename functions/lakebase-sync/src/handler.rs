@@ -55,7 +55,8 @@ mod tests {
     use lakemirror_lakebase::function::{ConfigSource, LakebaseSyncConfig};
     use lakemirror_storage::ObjectStores;
     use lambda_runtime::Context;
-    use serde_json::json;
+
+    use lakemirror_aws::test_events::sqs_commits;
 
     use super::*;
 
@@ -77,19 +78,10 @@ mod tests {
         LakebaseSyncFunction::new(config, ObjectStores::in_memory(), None)
     }
 
+    /// An SQS batch announcing commit 3 of each (message ID, table folder).
     fn commits(tables: &[(&str, &str)]) -> LambdaEvent<LambdaInput> {
-        let records: Vec<_> = tables
-            .iter()
-            .map(|(id, table)| {
-                let body = json!({"Records": [{"eventName": "ObjectCreated:Put",
-                    "s3": {"bucket": {"name": "lake"},
-                           "object": {"key": format!("{table}/_delta_log/00000000000000000003.json")}}}]});
-                json!({"messageId": id, "receiptHandle": "r", "eventSource": "aws:sqs",
-                       "body": body.to_string()})
-            })
-            .collect();
-        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
-        LambdaEvent::new(event, Context::default())
+        let messages: Vec<_> = tables.iter().map(|(id, table)| (*id, *table, 3)).collect();
+        LambdaEvent::new(sqs_commits(&messages).unwrap(), Context::default())
     }
 
     #[tokio::test]

@@ -56,7 +56,8 @@ mod tests {
     use lakemirror_storage::ObjectStores;
     use lakemirror_unity::function::UnityConfig;
     use lambda_runtime::Context;
-    use serde_json::json;
+
+    use lakemirror_aws::test_events::sqs_commits;
 
     use super::*;
 
@@ -73,19 +74,10 @@ mod tests {
         UnityRegisterFunction::new(config, stores, None)
     }
 
+    /// An SQS batch announcing commit 0 of each (message ID, table folder).
     fn commits(tables: &[(&str, &str)]) -> LambdaEvent<LambdaInput> {
-        let records: Vec<_> = tables
-            .iter()
-            .map(|(id, table)| {
-                let body = json!({"Records": [{"eventName": "ObjectCreated:Put",
-                    "s3": {"bucket": {"name": "lake"},
-                           "object": {"key": format!("{table}/_delta_log/00000000000000000000.json")}}}]});
-                json!({"messageId": id, "receiptHandle": "r", "eventSource": "aws:sqs",
-                       "body": body.to_string()})
-            })
-            .collect();
-        let event = LambdaInput::from_json(&json!({ "Records": records }).to_string()).unwrap();
-        LambdaEvent::new(event, Context::default())
+        let messages: Vec<_> = tables.iter().map(|(id, table)| (*id, *table, 0)).collect();
+        LambdaEvent::new(sqs_commits(&messages).unwrap(), Context::default())
     }
 
     #[tokio::test]

@@ -16,6 +16,8 @@ mod error;
 pub mod function;
 pub mod glue;
 pub mod secrets;
+#[cfg(feature = "test-events")]
+pub mod test_events;
 pub mod trigger;
 
 pub use aws_config::SdkConfig;
