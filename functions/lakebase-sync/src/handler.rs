@@ -34,13 +34,15 @@ pub async fn handle(
         .collect();
     let outcome = function.sync(&announced).await?;
     if event.payload.is_sqs() {
-        return Ok(LakebaseResponse::Batch(batch_response(outcome.redeliver)));
+        return Ok(LakebaseResponse::Batch(batch_response(
+            outcome.failures.redeliver(),
+        )));
     }
-    match outcome.first_error {
+    match outcome.failures.first_error {
         Some(e) => Err(e.into()),
         None => Ok(LakebaseResponse::Synced {
             synced: outcome.synced,
-            failed: outcome.failed,
+            failed: outcome.failures.failed,
             skipped: outcome.skipped,
         }),
     }

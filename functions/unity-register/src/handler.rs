@@ -36,13 +36,15 @@ pub async fn handle(
             .collect();
     let outcome = function.register(&announced).await?;
     if event.payload.is_sqs() {
-        return Ok(UnityResponse::Batch(batch_response(outcome.redeliver)));
+        return Ok(UnityResponse::Batch(batch_response(
+            outcome.failures.redeliver(),
+        )));
     }
-    match outcome.first_error {
+    match outcome.failures.first_error {
         Some(e) => Err(e.into()),
         None => Ok(UnityResponse::Registered {
             registered: outcome.registered,
-            failed: outcome.failed,
+            failed: outcome.failures.failed,
         }),
     }
 }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
-use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
+use lakemirror_storage::{Failures, IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::function::UnityConfig;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::config::{Conflict, SyncedTable, parse_config};
 use crate::error::{Error, Result};
@@ -148,14 +148,10 @@ pub struct LakebaseSyncFunction {
 #[derive(Default)]
 pub struct LakebaseOutcome {
     pub synced: Vec<LakebaseReport>,
-    /// `{"target", "error"}` per table that failed.
-    pub failed: Vec<Value>,
     /// Tables neither due nor announced.
     pub skipped: usize,
-    /// The messages of the tables that failed, for redelivery (sorted, once each).
-    pub redeliver: Vec<String>,
-    /// The first failure, for an event that fails as a whole.
-    pub first_error: Option<Error>,
+    /// `{"target", "error"}` per table that failed, and the messages to redeliver.
+    pub failures: Failures<Error>,
 }
 
 impl LakebaseSyncFunction {
@@ -253,19 +249,12 @@ impl LakebaseSyncFunction {
                 Err(e) => {
                     tracing::error!(target = %table.target, error = %e, "sync failed");
                     println!("{}", reverse_sync_failed_metric(&table.target.to_string()));
-                    outcome.failed.push(
-                        json!({ "target": table.target.to_string(), "error": e.to_string() }),
-                    );
-                    outcome.redeliver.extend(message_ids.iter().cloned());
-                    outcome.first_error.get_or_insert(e);
+                    let target = table.target.to_string();
+                    outcome.failures.record("target", &target, message_ids, e);
                 }
             }
         }
-        outcome.redeliver.sort();
-        outcome.redeliver.dedup();
-        if !outcome.failed.is_empty() {
-            tracing::error!(failed = %serde_json::Value::Array(outcome.failed.clone()), "some tables failed");
-        }
+        outcome.failures.log();
         Ok(outcome)
     }
 

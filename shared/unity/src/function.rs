@@ -9,8 +9,7 @@
 use std::sync::Arc;
 
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
-use lakemirror_storage::{ObjectStores, SecretSource};
-use serde_json::{Value, json};
+use lakemirror_storage::{Failures, ObjectStores, SecretSource};
 
 use crate::client::UnityCatalog;
 use crate::error::{Error, Result};
@@ -107,12 +106,8 @@ impl std::fmt::Debug for UnityRegisterFunction {
 #[derive(Debug, Default)]
 pub struct Registered {
     pub registered: Vec<UnityReport>,
-    /// `{"table_uri", "error"}` per table that failed.
-    pub failed: Vec<Value>,
-    /// The messages of the tables that failed, for redelivery (sorted, once each).
-    pub redeliver: Vec<String>,
-    /// The first failure, for an event that fails as a whole.
-    pub first_error: Option<Error>,
+    /// `{"table_uri", "error"}` per table that failed, and the messages to redeliver.
+    pub failures: Failures<Error>,
 }
 
 impl UnityRegisterFunction {
@@ -148,19 +143,14 @@ impl UnityRegisterFunction {
                 Ok(report) => outcome.registered.push(report),
                 Err(e) => {
                     tracing::error!(table = %request.table_uri, error = %e, "registration failed");
+                    let uri = &request.table_uri;
                     outcome
-                        .failed
-                        .push(json!({ "table_uri": request.table_uri, "error": e.to_string() }));
-                    outcome.redeliver.extend(table.message_ids.iter().cloned());
-                    outcome.first_error.get_or_insert(e);
+                        .failures
+                        .record("table_uri", uri, &table.message_ids, e);
                 }
             }
         }
-        outcome.redeliver.sort();
-        outcome.redeliver.dedup();
-        if !outcome.failed.is_empty() {
-            tracing::error!(failed = %serde_json::Value::Array(outcome.failed.clone()), "some tables failed");
-        }
+        outcome.failures.log();
         Ok(outcome)
     }
 }
