@@ -65,10 +65,10 @@ impl Error {
                 Setting::ShowValues => "--show-values shows the values",
             });
         }
-        let unity = match self {
-            Error::Unity(e) => Some(e),
-            Error::Lakebase(lakemirror_lakebase::Error::Unity(e)) => Some(e),
-            Error::Function(e) => e.downcast_ref::<lakemirror_unity::Error>(),
+        let unity = match (self, lakebase) {
+            (Error::Unity(e), _) => Some(e),
+            (_, Some(lakemirror_lakebase::Error::Unity(e))) => Some(e),
+            (Error::Function(e), _) => e.downcast_ref::<lakemirror_unity::Error>(),
             _ => None,
         };
         if let Some(setting) = unity.and_then(|e| e.setting()) {

@@ -103,6 +103,7 @@ impl Error {
         match self {
             Error::Storage(e) => e.is_not_found(),
             Error::Delta(e) => e.is_not_found(),
+            Error::FixedBy { source, .. } => source.is_not_found(),
             _ => false,
         }
     }

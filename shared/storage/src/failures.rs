@@ -39,7 +39,7 @@ impl<E: Display> Failures<E> {
 
     /// Logs the failed tables together, when any failed.
     pub fn log(&self) {
-        if !self.failed.is_empty() {
+        if !self.is_empty() {
             let failed = Value::Array(self.failed.clone());
             tracing::error!(%failed, "some tables failed");
         }

@@ -138,6 +138,7 @@ def test_a_table_lakemirror_did_not_create_is_replaced_only_when_asked(tmp_path,
                          check=False)
     assert refused.returncode != 0
     assert "was not created by lakemirror" in refused.stderr and "conflict_on_existing" in refused.stderr
+    assert "(--conflict-on-existing replace)" in refused.stderr, "the CLI names its flag for the setting"
     assert pg_rows(postgres_url, '"public"."t"', ["mine"]) == [("keep me",)]
     lakemirror("lakebase-sync", "--source-path", path, "--target-table", "t", "--conflict-on-existing", "replace",
                "--postgres-url", postgres_url)

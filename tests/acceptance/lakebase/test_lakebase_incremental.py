@@ -153,6 +153,7 @@ def test_an_added_column_is_added_and_other_schema_changes_ask_for_a_full_refres
     refused = sync(lakemirror, postgres_url, path, *args, check=False)
     assert refused.returncode != 0
     assert '"status" is gone' in refused.stderr and "Run a full refresh" in refused.stderr, refused.stderr
+    assert "(--mode full_refresh)" in refused.stderr, "the CLI names its flag for sync.mode"
     assert state(postgres_url)[0] == 1
     assert len(pg_rows(postgres_url, '"public"."t"', ["id"])) == 3
     sync(lakemirror, postgres_url, path, "--mode", "full_refresh", "--primary-key", "id")

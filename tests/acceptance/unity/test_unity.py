@@ -263,6 +263,7 @@ def test_reverse_sync_of_a_unity_catalog_table_into_postgres(
     missing = lakemirror("lakebase-sync", "--source-table", f"{unity_schema.catalog}.gold.nope",
                          "--postgres-url", postgres_url, "--uc-url", unity_schema.url, check=False)
     assert missing.returncode != 0 and "has no table" in missing.stderr, missing.stderr
+    assert "(--source-table)" in missing.stderr, "the CLI names its flag for a Unity Catalog error inside the sync's"
     no_uc = lakemirror("lakebase-sync", "--source-table", source, "--postgres-url", postgres_url, check=False,
                        env={"UC_URL": ""})
     assert no_uc.returncode != 0 and "UC_URL" in no_uc.stderr, no_uc.stderr
