@@ -41,14 +41,35 @@ def binary() -> str:
     return subprocess.run(["bash", str(INSTALLER)], check=True, capture_output=True, text=True).stdout.strip()
 
 
+# The server's default store is an in-memory SQLite database that lives in its one pooled
+# connection. sqlx replaces a pooled connection 30 minutes after it opened (its default
+# max_lifetime), and the new one opens an empty database without tables: from then on every
+# request answers 500 "INTERNAL_ERROR". The session's server starts with an early
+# deployment test and the Unity Catalog tests run last, past 30 minutes on a slow machine,
+# so the tests keep the catalog in a SQLite file. A file database needs its own
+# key-encryption key (any 32 bytes; these are not secret) and a `migrate` before `serve`.
+TEST_KEK = "bGFrZW1pcnJvci10ZXN0cy1rZXktZW5jcnlwdGlvbiE="
+
+
 def start(workdir: Path, config_yaml: str = "") -> UnityServer:
     """Starts uc-server on a free loopback port (port 0; it logs the one it bound) and waits
-    for its `Listening on` line. `config_yaml` is its config file (e.g. an auth mode)."""
+    for its `Listening on` line. `config_yaml` is added to its config file (e.g. an auth
+    mode); the catalog is kept in a SQLite file in `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "uc-server.yaml"
-    config.write_text(config_yaml or "{}\n")
+    config.write_text(config_yaml + f"""backend:
+  engine: sqlite
+  path: {workdir / 'catalog.db'}
+encryption:
+  active:
+    id: lakemirror-tests
+    key: {TEST_KEK}
+""")
     log = workdir / "uc-server.log"
     env = {**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"}
+    migrated = subprocess.run([binary(), "migrate", "-c", str(config)], capture_output=True, text=True, env=env)
+    if migrated.returncode != 0:
+        raise RuntimeError(f"uc-server migrate failed:\n{migrated.stdout[-2000:]}{migrated.stderr[-2000:]}")
     process = subprocess.Popen([binary(), "serve", "-c", str(config), "--host", "127.0.0.1", "-p", "0", "--no-ui"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     listening = threading.Event()
@@ -109,5 +130,6 @@ def schema_over_bucket(server: UnityServer, bucket: str) -> UnitySchema:
     ]
     for path, body in steps:
         r = server.api("POST", path, json=body)
-        assert r.status_code == 200, f"POST {path}: {r.status_code} {r.text}"
+        assert r.status_code == 200, \
+            f"POST {path}: {r.status_code} {r.text}\n--- {server.log}:\n{server.log.read_text()[-3000:]}"
     return UnitySchema(server=server, catalog=f"cat_{tag}", schema="gold")
