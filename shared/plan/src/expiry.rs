@@ -88,3 +88,135 @@ pub fn main_only(metadata: &TableMetadata) -> bool {
         })
         .unwrap_or(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const DAY_MS: i64 = 86_400_000;
+    const RETENTION_MS: i64 = 7 * DAY_MS;
+
+    /// A snapshot as lakemirror writes it: parented on the one before, a Delta commit time,
+    /// and `removed` data files.
+    fn snapshot(id: i64, parent: Option<i64>, committed_ms: i64, removed: u32) -> Value {
+        let mut summary = json!({
+            "operation": if removed > 0 { "overwrite" } else { "append" },
+            DELTA_COMMIT_TIMESTAMP: committed_ms.to_string(),
+        });
+        if removed > 0 {
+            summary["deleted-data-files"] = json!(removed.to_string());
+        }
+        let mut s = json!({
+            "snapshot-id": id,
+            "sequence-number": id,
+            "timestamp-ms": committed_ms,
+            "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+            "summary": summary,
+            "schema-id": 0,
+        });
+        if let Some(p) = parent {
+            s["parent-snapshot-id"] = json!(p);
+        }
+        s
+    }
+
+    fn metadata(snapshots: Vec<Value>, current: i64, refs: Value) -> TableMetadata {
+        let last_sequence = snapshots.len() as i64;
+        serde_json::from_value(json!({
+            "format-version": 2,
+            "table-uuid": "6d5c1a8e-2d7f-4a44-9a8e-6d1f0c3c2a10",
+            "location": "s3://b/t",
+            "last-sequence-number": last_sequence,
+            "last-updated-ms": 1_000,
+            "last-column-id": 1,
+            "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0,
+                         "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]}],
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": {},
+            "current-snapshot-id": current,
+            "snapshots": snapshots,
+            "refs": refs,
+            "snapshot-log": [],
+            "metadata-log": [],
+        }))
+        .expect("test metadata is valid")
+    }
+
+    fn main_at(id: i64) -> Value {
+        json!({"main": {"snapshot-id": id, "type": "branch"}})
+    }
+
+    /// Version 1 appends, version 2 removes files on day 10, version 3 appends on day 11.
+    fn history() -> Vec<Value> {
+        vec![
+            snapshot(1, None, DAY_MS, 0),
+            snapshot(2, Some(1), 10 * DAY_MS, 3),
+            snapshot(3, Some(2), 11 * DAY_MS, 0),
+        ]
+    }
+
+    #[test]
+    fn a_snapshot_expires_before_vacuum_may_delete_what_a_later_version_removed() {
+        let m = metadata(history(), 3, main_at(3));
+        let vacuum_may_delete = 10 * DAY_MS + RETENTION_MS;
+        assert_eq!(
+            expirable(&m, vacuum_may_delete - EXPIRY_MARGIN_MS - 1, RETENTION_MS),
+            (vec![], None),
+            "nothing is at risk yet"
+        );
+        assert_eq!(
+            expirable(&m, vacuum_may_delete - EXPIRY_MARGIN_MS, RETENTION_MS),
+            (vec![1], Some(2)),
+            "snapshot 1 reads the files version 2 removed; version 2 itself stays"
+        );
+    }
+
+    #[test]
+    fn history_is_kept_a_retention_period_after_the_next_version_and_the_current_stays() {
+        let m = metadata(history(), 3, main_at(3));
+        let long_after = 100 * DAY_MS;
+        assert_eq!(
+            expirable(&m, long_after, RETENTION_MS),
+            (vec![1, 2], Some(3))
+        );
+    }
+
+    #[test]
+    fn the_removal_time_recorded_by_a_long_merge_counts_not_its_commit_time() {
+        let mut snapshots = history();
+        // Version 2 committed on day 10, but removed its files on day 5.
+        snapshots[1]["summary"][DELTA_REMOVED_AT] = json!((5 * DAY_MS).to_string());
+        let m = metadata(snapshots, 3, main_at(3));
+        let now = 5 * DAY_MS + RETENTION_MS - EXPIRY_MARGIN_MS;
+        assert_eq!(expirable(&m, now, RETENTION_MS), (vec![1], Some(2)));
+    }
+
+    #[test]
+    fn another_tools_tag_branch_or_rollback_is_left_alone() {
+        let long_after = 100 * DAY_MS;
+        let tagged = metadata(
+            history(),
+            3,
+            json!({"main": {"snapshot-id": 3, "type": "branch"},
+                   "audit": {"snapshot-id": 1, "type": "tag"}}),
+        );
+        assert_eq!(expirable(&tagged, long_after, RETENTION_MS), (vec![], None));
+
+        let rolled_back = metadata(history(), 2, main_at(2));
+        assert_eq!(
+            expirable(&rolled_back, long_after, RETENTION_MS),
+            (vec![], None)
+        );
+
+        let mut forked = history();
+        forked[2]["parent-snapshot-id"] = json!(1);
+        let forked = metadata(forked, 3, main_at(3));
+        assert_eq!(expirable(&forked, long_after, RETENTION_MS), (vec![], None));
+    }
+}
