@@ -8,8 +8,6 @@ use std::time::{Duration, SystemTime};
 
 use futures::{FutureExt, StreamExt};
 
-use serde_json::{Value, json};
-
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use iceberg::spec::FormatVersion;
 use lakemirror_iceberg::fanout::{self, FanOutPlan};
@@ -20,6 +18,7 @@ use lakemirror_iceberg::{GlueSyncRequest, Lakehouse, OnMissingSource, SyncReport
 use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
 use lakemirror_storage::IoCounters;
+use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{allowed_by, table_prefixes};
 
 use crate::dead_letter::{DeadLetters, Parked};
@@ -228,20 +227,26 @@ impl GlueSyncFunction {
                     retry.extend(ids);
                 }
                 Outcome::Failed(e) if e.is_retryable() => {
-                    println!("{}", sync_failed_metric(&trigger.table_uri()));
+                    MetricRecord::new("Table", trigger.table_uri())
+                        .with(Metric::SyncFailed, 1)
+                        .emit();
                     tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
                     retry.extend(ids);
                     first_error.get_or_insert(e);
                 }
                 Outcome::Failed(e) => {
-                    println!("{}", sync_failed_metric(&trigger.table_uri()));
+                    MetricRecord::new("Table", trigger.table_uri())
+                        .with(Metric::SyncFailed, 1)
+                        .emit();
                     tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
                     if let Error::Iceberg(lakemirror_iceberg::Error::SourceMissing {
                         glue_table,
                         ..
                     }) = &e
                     {
-                        println!("{}", source_missing_metric(glue_table));
+                        MetricRecord::new("Table", glue_table.as_str())
+                            .with(Metric::SourceMissing, 1)
+                            .emit();
                     }
                     let parking = Parking::failed(&trigger, &e);
                     for id in ids {
@@ -408,7 +413,9 @@ impl GlueSyncFunction {
         };
         match verify(&self.lake, &request, counters).await {
             Ok(report) => {
-                println!("{}", drift_metric(&line.glue_table, !report.equal));
+                MetricRecord::new("Table", line.glue_table.as_str())
+                    .with(Metric::MirrorDrift, i64::from(!report.equal))
+                    .emit();
                 if report.equal {
                     tracing::info!(glue_table = %line.glue_table, delta_version = report.delta_version, files = report.delta_files, "mirror verified equal");
                 } else {
@@ -574,67 +581,17 @@ async fn sync_one(
         lag_ms,
         "synced"
     );
-    println!("{}", metric_line(&report, lag_ms));
+    sync_metrics(&report, lag_ms).emit();
     Ok(report)
 }
 
-/// A CloudWatch embedded-metric-format record: a sync that failed (the `Table` dimension
-/// is the Delta table's URI, as its Glue name may be unknown when the sync fails early).
-fn sync_failed_metric(table_uri: &str) -> Value {
-    json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
-                                    "Metrics": [{ "Name": "SyncFailed", "Unit": "Count" }] }]
-        },
-        "Table": table_uri,
-        "SyncFailed": 1,
-    })
-}
-
-/// A CloudWatch embedded-metric-format record of the scheduled verify: 1 when the mirror
-/// differs from its Delta table, 0 when it equals it.
-fn drift_metric(glue_table: &str, drift: bool) -> Value {
-    json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
-                                    "Metrics": [{ "Name": "MirrorDrift", "Unit": "Count" }] }]
-        },
-        "Table": glue_table,
-        "MirrorDrift": u8::from(drift),
-    })
-}
-
-/// A CloudWatch embedded-metric-format record: a mirror whose Delta table is gone.
-fn source_missing_metric(glue_table: &str) -> Value {
-    json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]],
-                                    "Metrics": [{ "Name": "SourceMissing", "Unit": "Count" }] }]
-        },
-        "Table": glue_table,
-        "SourceMissing": 1,
-    })
-}
-
-/// A CloudWatch embedded-metric-format record: sync duration and event-to-committed lag.
-fn metric_line(report: &SyncReport, lag_ms: Option<i64>) -> Value {
-    let mut metrics = vec![json!({ "Name": "SyncDuration", "Unit": "Milliseconds" })];
-    let mut record = json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Table"]], "Metrics": [] }]
-        },
-        "Table": format!("{}.{}", report.database, report.table),
-        "SyncDuration": report.elapsed_ms,
-        "SnapshotsCommitted": report.snapshots_committed,
-    });
-    if let Some(lag) = lag_ms {
-        metrics.push(json!({ "Name": "SyncLag", "Unit": "Milliseconds" }));
-        record["SyncLag"] = json!(lag);
+/// The metrics of a committed sync: its duration and, for an S3 event, event-to-committed lag.
+fn sync_metrics(report: &SyncReport, lag_ms: Option<i64>) -> MetricRecord {
+    let record = MetricRecord::new("Table", format!("{}.{}", report.database, report.table))
+        .with(Metric::SyncDuration, report.elapsed_ms)
+        .with_property("SnapshotsCommitted", report.snapshots_committed);
+    match lag_ms {
+        Some(lag) => record.with(Metric::SyncLag, lag),
+        None => record,
     }
-    record["_aws"]["CloudWatchMetrics"][0]["Metrics"] = Value::Array(metrics);
-    record
 }

@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
 use lakemirror_storage::{Failures, IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::function::UnityConfig;
-use serde_json::json;
 
 use crate::config::{Conflict, SyncedTable, parse_config};
 use crate::error::{Error, Result};
@@ -243,12 +243,14 @@ impl LakebaseSyncFunction {
             match lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref()).await {
                 Ok(report) => {
                     tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
-                    println!("{}", reverse_sync_metric(&report));
+                    reverse_sync_metrics(&report).emit();
                     outcome.synced.push(report);
                 }
                 Err(e) => {
                     tracing::error!(target = %table.target, error = %e, "sync failed");
-                    println!("{}", reverse_sync_failed_metric(&table.target.to_string()));
+                    MetricRecord::new("Target", table.target.to_string())
+                        .with(Metric::ReverseSyncFailed, 1)
+                        .emit();
                     let target = table.target.to_string();
                     outcome.failures.record("target", &target, message_ids, e);
                 }
@@ -393,32 +395,14 @@ fn is_due(since_last_sync: Option<Duration>, interval: Duration) -> bool {
     since_last_sync.is_none_or(|age| age + SCHEDULE_SLACK >= interval)
 }
 
-/// A CloudWatch embedded-metric-format record: rows a reverse sync wrote and its duration.
-fn reverse_sync_metric(report: &LakebaseReport) -> serde_json::Value {
-    json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
-                                    "Metrics": [{ "Name": "ReverseSyncRows", "Unit": "Count" },
-                                                { "Name": "ReverseSyncDuration", "Unit": "Milliseconds" }] }]
-        },
-        "Target": report.target,
-        "ReverseSyncRows": report.rows_inserted + report.rows_updated + report.rows_deleted,
-        "ReverseSyncDuration": report.elapsed_ms,
-    })
-}
-
-/// A CloudWatch embedded-metric-format record: a reverse sync that failed.
-fn reverse_sync_failed_metric(target: &str) -> serde_json::Value {
-    json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{ "Namespace": "lakemirror", "Dimensions": [["Target"]],
-                                    "Metrics": [{ "Name": "ReverseSyncFailed", "Unit": "Count" }] }]
-        },
-        "Target": target,
-        "ReverseSyncFailed": 1,
-    })
+/// The metrics of a finished reverse sync: rows changed and duration, per target.
+fn reverse_sync_metrics(report: &LakebaseReport) -> MetricRecord {
+    MetricRecord::new("Target", report.target.clone())
+        .with(
+            Metric::ReverseSyncRows,
+            report.rows_inserted + report.rows_updated + report.rows_deleted,
+        )
+        .with(Metric::ReverseSyncDuration, report.elapsed_ms)
 }
 
 #[cfg(test)]

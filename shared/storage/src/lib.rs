@@ -1,8 +1,9 @@
 //! lakemirror-storage, the bottom floor: objects of a table root on S3 or the local file
 //! system, through one injected seam ([`ObjectStores`], or any `object_store` handed to
 //! [`TableStorage::from_store`]), with every request counted ([`IoCounters`]). Table URIs
-//! ([`uri`]), credentials that are not the process's own ([`credentials`]) and the test-only
-//! crash points ([`crash`]) live here because every floor above uses them.
+//! ([`uri`]), credentials that are not the process's own ([`credentials`]), the CloudWatch
+//! metrics every function emits ([`metrics`]) and the test-only crash points ([`crash`]) live
+//! here because every floor above uses them.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -13,6 +14,7 @@ pub mod crash;
 pub mod credentials;
 mod error;
 mod failures;
+pub mod metrics;
 mod stores;
 mod table;
 pub mod uri;

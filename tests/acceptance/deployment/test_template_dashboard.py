@@ -15,9 +15,10 @@ from acceptance.deployment.test_template_iam import as_list, statements, templat
 
 REPO = Path(__file__).resolve().parents[3]
 RUST_SOURCES = REPO / "shared"
+METRICS_SOURCE = RUST_SOURCES / "storage" / "src" / "metrics.rs"
 
 # What the dashboard charts from the lakemirror namespace; a change here is a change to the
-# metrics the Rust code must emit (embedded metric format, "Name": "<metric>").
+# metrics the Rust code must emit (shared/storage/src/metrics.rs).
 EXPECTED_METRICS = {
     "Table": {"SyncLag", "SyncDuration", "SyncFailed", "SourceMissing", "MirrorDrift"},
     "Target": {"ReverseSyncRows", "ReverseSyncDuration", "ReverseSyncFailed"},
@@ -163,18 +164,29 @@ def test_the_dashboard_charts_the_lakemirror_metrics_per_table_and_target():
     assert charted == expected
 
 
-def rust_sources_text() -> str:
-    files = sorted(RUST_SOURCES.rglob("*.rs"))
+def emitted_metrics() -> set[str]:
+    """The metrics the Rust code can emit: each is a `Metric` variant of
+    shared/storage/src/metrics.rs, named in CloudWatch as the variant is
+    (`Metric::X => "X"`)."""
+    names = set(re.findall(r'Metric::(\w+) => "\1"', METRICS_SOURCE.read_text()))
+    assert names, f"no `Metric::X => \"X\"` arms in {METRICS_SOURCE.relative_to(REPO)}"
+    return names
+
+
+def emitting_sources_text() -> str:
+    files = [f for f in sorted(RUST_SOURCES.rglob("*.rs")) if f != METRICS_SOURCE]
     assert files, f"no Rust sources under {RUST_SOURCES}"
     return "\n".join(f.read_text(errors="replace") for f in files)
 
 
 @pytest.mark.parametrize("metric", sorted({m for _, m in dashboard_lakemirror_metrics()}))
 def test_every_charted_lakemirror_metric_is_emitted_by_the_rust_code(metric):
-    """A metric the Rust code never emits would chart nothing; the embedded-metric-format
-    records name theirs as "Name": "<metric>"."""
-    emitted = re.search(r'"Name":\s*"' + re.escape(metric) + '"', rust_sources_text()) is not None
-    assert emitted, f'no "Name": "{metric}" in {RUST_SOURCES.relative_to(REPO)}/**/*.rs'
+    """A metric the Rust code never emits would chart nothing: each charted metric is a
+    `Metric` of shared/storage/src/metrics.rs, and some function records it
+    (`.with(Metric::X, ...)`)."""
+    assert metric in emitted_metrics(), f"{metric} is not a Metric in {METRICS_SOURCE.relative_to(REPO)}"
+    recorded = re.search(r"\.with\(\s*Metric::" + metric + r"\b", emitting_sources_text())
+    assert recorded, f"no `.with(Metric::{metric}, ...)` under {RUST_SOURCES.relative_to(REPO)}"
 
 
 def test_every_queue_of_the_stack_is_on_the_dashboard():
