@@ -5,6 +5,7 @@ The judges: the entry as the UC server returns it, compared with the schema delt
 from the same log, and the rows DuckDB reads from the entry's storage location."""
 
 import json
+import os
 import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -267,6 +268,10 @@ def test_reverse_sync_of_a_unity_catalog_table_into_postgres(
     no_uc = lakemirror("lakebase-sync", "--source-table", source, "--postgres-url", postgres_url, check=False,
                        env={"UC_URL": ""})
     assert no_uc.returncode != 0 and "UC_URL" in no_uc.stderr, no_uc.stderr
+    assert "UC_URL" not in os.environ, "the rig never points the session at a Unity Catalog"
+    unset = lakemirror("lakebase-sync", "--source-table", source, "--postgres-url", postgres_url, check=False)
+    assert unset.returncode != 0 and "is a Unity Catalog table" in unset.stderr, unset.stderr
+    assert "(--uc-url, --uc-token)" in unset.stderr, "the CLI names its flags for the Unity Catalog setting"
 
 
 def test_a_big_checkpoint_is_read_for_its_footer_and_two_columns_only(
