@@ -67,10 +67,11 @@ encryption:
 """)
     log = workdir / "uc-server.log"
     env = {**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"}
-    migrated = subprocess.run([binary(), "migrate", "-c", str(config)], capture_output=True, text=True, env=env)
+    server = binary()
+    migrated = subprocess.run([server, "migrate", "-c", str(config)], capture_output=True, text=True, env=env)
     if migrated.returncode != 0:
         raise RuntimeError(f"uc-server migrate failed:\n{migrated.stdout[-2000:]}{migrated.stderr[-2000:]}")
-    process = subprocess.Popen([binary(), "serve", "-c", str(config), "--host", "127.0.0.1", "-p", "0", "--no-ui"],
+    process = subprocess.Popen([server, "serve", "-c", str(config), "--host", "127.0.0.1", "-p", "0", "--no-ui"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     listening = threading.Event()
     address: list[str] = []

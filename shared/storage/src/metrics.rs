@@ -48,7 +48,11 @@ impl Metric {
     fn unit(self) -> &'static str {
         match self {
             Metric::SyncDuration | Metric::SyncLag | Metric::ReverseSyncDuration => "Milliseconds",
-            _ => "Count",
+            Metric::SyncFailed
+            | Metric::MirrorDrift
+            | Metric::SourceMissing
+            | Metric::ReverseSyncRows
+            | Metric::ReverseSyncFailed => "Count",
         }
     }
 }
