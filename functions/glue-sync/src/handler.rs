@@ -57,6 +57,7 @@ mod tests {
                 allowed_databases: None,
                 name_from: NameFrom::Folder,
                 bootstrap_group_files: 250_000,
+                history: Default::default(),
             },
             lake: Lakehouse {
                 stores: ObjectStores::in_memory(),

@@ -15,6 +15,7 @@ use lakemirror_iceberg::status::Mirror;
 use lakemirror_iceberg::verify::{VerifyRequest, verify};
 use lakemirror_iceberg::writer::PartWritten;
 use lakemirror_iceberg::{GlueSyncRequest, Lakehouse, OnMissingSource, SyncReport, glue_sync};
+use lakemirror_plan::history::{HistoryPolicy, parse_hourly_for, parse_recent_versions};
 use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
 use lakemirror_storage::IoCounters;
@@ -53,6 +54,9 @@ pub struct GlueSyncConfig {
     /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
     /// groups of about this many (default 250,000; about 2 KB of memory per file).
     pub bootstrap_group_files: u64,
+    /// `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR`: the history each mirror keeps; a Delta
+    /// table's `lakemirror.history.*` properties override them.
+    pub history: HistoryPolicy,
 }
 
 impl GlueSyncConfig {
@@ -81,7 +85,17 @@ impl GlueSyncConfig {
                 .parse()
                 .map_err(|e| Error::setting("ON_MISSING_SOURCE", e))?,
         };
+        let mut history = HistoryPolicy::default();
+        if let Some(value) = var("HISTORY_RECENT_VERSIONS") {
+            history.recent_versions = parse_recent_versions(&value)
+                .map_err(|e| Error::setting("HISTORY_RECENT_VERSIONS", e))?;
+        }
+        if let Some(value) = var("HISTORY_HOURLY_FOR") {
+            history.hourly_for_ms =
+                parse_hourly_for(&value).map_err(|e| Error::setting("HISTORY_HOURLY_FOR", e))?;
+        }
         Ok(Self {
+            history,
             database,
             table_prefixes,
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
@@ -329,6 +343,7 @@ impl GlueSyncFunction {
                     allowed_databases: self.config.allowed_databases.clone(),
                     name_from: self.config.name_from,
                     bootstrap_group_files: self.config.bootstrap_group_files,
+                    history: self.config.history,
                 };
                 let plan = fanout::plan(&self.lake.stores, &request, parts, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
@@ -562,6 +577,7 @@ async fn sync_one(
         allowed_databases: config.allowed_databases.clone(),
         name_from: config.name_from,
         bootstrap_group_files: config.bootstrap_group_files,
+        history: config.history,
     };
     let report = glue_sync(lake, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {

@@ -102,6 +102,7 @@ pub async fn run(context: &Context, step: Step) -> Result<String> {
                 allowed_databases,
                 name_from,
                 bootstrap_group_files: fanout::BOOTSTRAP_GROUP_FILES,
+                history: Default::default(),
             };
             let plan = fanout::plan(&context.stores, &request, parts, counters).await?;
             eprintln!(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use lakemirror_iceberg::discover::{Progress, backfill, discover_tables, plan_names};
 use lakemirror_iceberg::status::{one_line, text_table};
 use lakemirror_iceberg::{GlueSyncRequest, OnMissingSource, fanout, glue_sync};
+use lakemirror_plan::history::{self, HistoryPolicy};
 use lakemirror_plan::target::{NameFrom, allowed_names};
 use lakemirror_storage::IoCounters;
 
@@ -68,6 +69,34 @@ pub struct Args {
     /// temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.
     #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
     pub bootstrap_group_files: u64,
+    #[command(flatten)]
+    pub history: HistoryArgs,
+}
+
+/// How much history each mirror keeps; the Delta table properties lakemirror.history.*
+/// override these for their table.
+#[derive(clap::Args, Clone, Copy)]
+pub struct HistoryArgs {
+    /// The newest this many Delta versions keep an Iceberg snapshot each (exact time travel);
+    /// older ones are thinned to one snapshot per hour, then per day. The Delta table
+    /// property lakemirror.history.recent-versions overrides it.
+    #[arg(long, env = "HISTORY_RECENT_VERSIONS", default_value_t = history::DEFAULT_RECENT_VERSIONS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub history_recent_versions: u64,
+    /// For how long before the newest commit the versions older than those keep one snapshot
+    /// per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention
+    /// expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property
+    /// lakemirror.history.hourly-for overrides it.
+    #[arg(long, env = "HISTORY_HOURLY_FOR", default_value = "1 day", value_parser = history::parse_hourly_for)]
+    pub history_hourly_for: i64,
+}
+
+impl HistoryArgs {
+    pub fn policy(&self) -> HistoryPolicy {
+        HistoryPolicy {
+            recent_versions: self.history_recent_versions,
+            hourly_for_ms: self.history_hourly_for,
+        }
+    }
 }
 
 impl Args {
@@ -89,6 +118,7 @@ impl Args {
             allowed_databases,
             name_from,
             bootstrap_group_files: self.bootstrap_group_files,
+            history: self.history.policy(),
         })
     }
 }

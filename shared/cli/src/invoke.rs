@@ -18,7 +18,7 @@ use lakemirror_storage::SecretSource;
 use lakemirror_unity::function::UnityRegisterFunction;
 use lambda_runtime::LambdaEvent;
 
-use crate::glue_sync::{format_version, naming};
+use crate::glue_sync::{HistoryArgs, format_version, naming};
 use crate::unity::{UnityArgs, missing_uc_url};
 use crate::{Context, Error, Result, environment};
 
@@ -58,6 +58,8 @@ pub enum Function {
         /// As in glue-sync.
         #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
         bootstrap_group_files: u64,
+        #[command(flatten)]
+        history: HistoryArgs,
         /// Run as a function invocation with this many seconds (the function's Timeout):
         /// a sync still running near the end is cut off and its messages retried
         /// [default: no deadline].
@@ -164,6 +166,7 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
             allowed_glue_databases,
             table_name_from_path,
             bootstrap_group_files,
+            history,
             timeout_seconds,
         } => {
             let (allowed_databases, name_from) =
@@ -181,6 +184,7 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
                     allowed_databases,
                     name_from,
                     bootstrap_group_files,
+                    history: history.policy(),
                 },
                 lake: context.lake(),
                 dead_letters,

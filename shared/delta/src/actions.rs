@@ -230,20 +230,28 @@ pub fn deleted_file_retention_ms(metadata: &Metadata) -> Result<i64, String> {
     else {
         return Ok(DEFAULT_DELETED_FILE_RETENTION_MS);
     };
-    let bad = || {
+    parse_interval_ms(text).ok_or_else(|| {
         format!(
             "delta.deletedFileRetentionDuration {text:?} is not an interval like 'interval 7 days'"
         )
-    };
+    })
+}
+
+/// An interval as Delta writes them (`interval 7 days`, `interval 1 week`, `168 hours`,
+/// `1 day 12 hours`), in milliseconds; None when it is not one.
+pub fn parse_interval_ms(text: &str) -> Option<i64> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let words = match words.first() {
         Some(w) if w.eq_ignore_ascii_case("interval") => &words[1..],
         _ => &words[..],
     };
+    if words.is_empty() {
+        return None;
+    }
     let mut total: i64 = 0;
     for pair in words.chunks(2) {
-        let [n, unit] = pair else { return Err(bad()) };
-        let n: i64 = n.parse().map_err(|_| bad())?;
+        let [n, unit] = pair else { return None };
+        let n: i64 = n.parse().ok()?;
         let unit_ms: i64 = match unit.to_ascii_lowercase().trim_end_matches('s') {
             "week" => 7 * 24 * 3_600_000,
             "day" => 24 * 3_600_000,
@@ -251,14 +259,11 @@ pub fn deleted_file_retention_ms(metadata: &Metadata) -> Result<i64, String> {
             "minute" => 60_000,
             "second" => 1_000,
             "millisecond" => 1,
-            _ => return Err(bad()),
+            _ => return None,
         };
         total = total.saturating_add(n.saturating_mul(unit_ms));
     }
-    if words.is_empty() {
-        return Err(bad());
-    }
-    Ok(total)
+    Some(total)
 }
 
 /// Checks that lakemirror can read the table: returns the first feature it cannot mirror.

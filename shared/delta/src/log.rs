@@ -342,14 +342,90 @@ impl DeltaLog {
         &self,
         target: Option<i64>,
         reading: Reading,
-        mut active: ActiveFileSet,
+        active: ActiveFileSet,
     ) -> Result<DeltaSnapshot> {
+        let (listed, version) = self.listed_to(target, 0).await?;
+        self.replay(&listed, version, reading, active).await
+    }
+
+    /// The table at the start of its newest `versions` versions up to `target` (the newest
+    /// when None), or at `floor` when that is later, and the commits after it up to the
+    /// target: the base and the steps of a history of one snapshot per version. With
+    /// `since_checkpoint`, no earlier than the newest checkpoint: only the commits a replay
+    /// reads anyway. When the log cannot rebuild the table at that start (no checkpoint at or
+    /// before it), the history starts at the first checkpoint after it.
+    pub async fn recent_history(
+        &self,
+        target: Option<i64>,
+        versions: u64,
+        floor: Option<i64>,
+        since_checkpoint: bool,
+    ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
+        let back = match since_checkpoint {
+            true => 0,
+            false => i64::try_from(versions.max(1)).unwrap_or(i64::MAX),
+        };
+        let (mut listed, version) = self.listed_to(target, back).await?;
+        let checkpoint = since_checkpoint
+            .then(|| newest_complete_checkpoint(&listed, version).map(|(v, _)| v))
+            .flatten();
+        let window = i64::try_from(versions.max(1)).unwrap_or(i64::MAX);
+        let wanted = version
+            .saturating_sub(window - 1)
+            .max(floor.unwrap_or(0))
+            .max(checkpoint.unwrap_or(0))
+            .clamp(0, version);
+        let rebuildable = |listed: &[(LogFileKind, object_store::ObjectMeta)], at: i64| {
+            newest_complete_checkpoint(listed, at).is_some()
+                || listed.iter().any(|(k, _)| *k == LogFileKind::Commit(0))
+        };
+        if !rebuildable(&listed, wanted) {
+            // The tail listed may start after the checkpoint that rebuilds `wanted`.
+            listed = self.list(None).await?;
+        }
+        let start = if rebuildable(&listed, wanted) {
+            wanted
+        } else {
+            first_complete_checkpoint(&listed, wanted, version).unwrap_or(version)
+        };
+        let base = self
+            .replay(
+                &listed,
+                start,
+                Reading::Everything,
+                ActiveFileSet::default(),
+            )
+            .await?;
+        let commits: Vec<DeltaCommit> = stream::iter(start + 1..=version)
+            .map(|v| {
+                let meta = listed
+                    .iter()
+                    .find_map(|(k, m)| (*k == LogFileKind::Commit(v)).then_some(m))
+                    .ok_or_else(|| self.malformed(format!("commit {v} is missing")));
+                async move { self.read_commit(v, meta?).await }
+            })
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok((base, commits))
+    }
+
+    /// The log files from at least `back` versions before the newest checkpoint on (all of
+    /// them with a target), and the version to rebuild: `target`, or the newest.
+    async fn listed_to(
+        &self,
+        target: Option<i64>,
+        back: i64,
+    ) -> Result<(Vec<(LogFileKind, object_store::ObjectMeta)>, i64)> {
         // `_last_checkpoint` is a hint that lets us list only the tail of the log.
         let hint = match target {
             None => self.last_checkpoint_version().await?,
             Some(_) => None,
         };
-        let mut listed = self.list(hint.map(|v| v - 1)).await?;
+        let after = hint
+            .map(|v| v.saturating_sub(back) - 1)
+            .filter(|after| *after >= 0);
+        let mut listed = self.list(after).await?;
         let has_base = |files: &[(LogFileKind, object_store::ObjectMeta)]| {
             files.iter().any(|(k, _)| {
                 matches!(
@@ -360,7 +436,7 @@ impl DeltaLog {
                 )
             })
         };
-        if hint.is_some() && !has_base(&listed) {
+        if after.is_some() && !has_base(&listed) {
             tracing::warn!(
                 table = self.table.root_uri(),
                 "_last_checkpoint points to a missing checkpoint; reading the whole log"
@@ -397,8 +473,19 @@ impl DeltaLog {
                 newest: Some(version),
             });
         }
+        Ok((listed, version))
+    }
 
-        let checkpoint = newest_complete_checkpoint(&listed, version);
+    /// The table at `version` from the newest complete checkpoint in `listed` at or before
+    /// it plus the JSON commits after that checkpoint.
+    async fn replay(
+        &self,
+        listed: &[(LogFileKind, object_store::ObjectMeta)],
+        version: i64,
+        reading: Reading,
+        mut active: ActiveFileSet,
+    ) -> Result<DeltaSnapshot> {
+        let checkpoint = newest_complete_checkpoint(listed, version);
         let start = match &checkpoint {
             Some((cp_version, parts)) => {
                 let started = std::time::Instant::now();
@@ -659,6 +746,27 @@ pub struct TableDefinition {
 }
 
 /// The newest checkpoint at or before `version` whose parts are all present.
+/// The oldest complete checkpoint in `listed` from `from` to `to`.
+fn first_complete_checkpoint(
+    listed: &[(LogFileKind, object_store::ObjectMeta)],
+    from: i64,
+    to: i64,
+) -> Option<i64> {
+    let mut candidates: Vec<i64> = listed
+        .iter()
+        .filter_map(|(k, _)| match k {
+            LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v) => Some(*v),
+            _ => None,
+        })
+        .filter(|v| (from..=to).contains(v))
+        .collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    candidates
+        .into_iter()
+        .find(|v| newest_complete_checkpoint(listed, *v).is_some_and(|(cp, _)| cp == *v))
+}
+
 fn newest_complete_checkpoint(
     listed: &[(LogFileKind, object_store::ObjectMeta)],
     version: i64,

@@ -42,6 +42,11 @@ pub fn add(path: &str, records: u64, partition_values: &[(&str, &str)]) -> Value
                    "stats": json!({"numRecords": records}).to_string()}})
 }
 
+/// `commitInfo` of a commit made at `timestamp_ms`.
+pub fn commit_info(timestamp_ms: i64) -> Value {
+    json!({"commitInfo": {"timestamp": timestamp_ms, "operation": "WRITE"}})
+}
+
 /// `remove` of `path`.
 pub fn remove(path: &str) -> Value {
     json!({"remove": {"path": path, "deletionTimestamp": 1_700_000_000_000_i64, "dataChange": true}})

@@ -217,6 +217,7 @@ pub async fn finish(
             added_files: 0,
             removed_files: 0,
             expired_snapshots: 0,
+            thinned_snapshots: 0,
             metadata_location: current.map(|c| c.metadata_location.clone()),
             omitted_columns: Vec::new(),
             attempts: attempt,

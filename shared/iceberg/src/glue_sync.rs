@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakemirror_delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
+use lakemirror_plan::history::{HistoryPolicy, merge_thinned};
 use lakemirror_plan::target::{
     NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
     default_table_name, path_table_name,
@@ -55,6 +56,9 @@ pub struct GlueSyncRequest {
     /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table whose checkpoint holds more actions
     /// is bootstrapped in groups of about this many files (bounded memory).
     pub bootstrap_group_files: u64,
+    /// `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR`: the history a mirror keeps; a Delta
+    /// table's `lakemirror.history.*` properties override them.
+    pub history: HistoryPolicy,
 }
 
 /// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
@@ -115,6 +119,9 @@ pub struct SyncReport {
     pub removed_files: usize,
     /// Iceberg snapshots expired because Delta VACUUM may delete their files.
     pub expired_snapshots: usize,
+    /// Older Iceberg snapshots let go as the history policy thins them (one per hour, then
+    /// per day, outside the per-version window).
+    pub thinned_snapshots: usize,
     pub metadata_location: Option<String>,
     /// Columns left out of the Iceberg schema because Java Iceberg cannot read them
     /// (`lakemirror.omitted-columns`).
@@ -171,14 +178,15 @@ pub async fn glue_sync(
     let defaults = target_defaults(request);
     let log = DeltaLog::new(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
-        .with_format_version(request.format_version);
+        .with_format_version(request.format_version)
+        .with_history(request.history);
     // An explicit Glue table needs no lakemirror.glue.* properties.
     let remembered = match defaults.fixed() {
         Some(_) => None,
         None => remembered_properties(&metadata_store, data.root_uri()).await?,
     };
-    // A snapshot read to learn the properties is handed to the first plan, not read twice.
-    let mut snapshot = None;
+    // A history read to learn the properties is handed to the first plan, not read twice.
+    let mut history = None;
     let mut properties = match (defaults.fixed(), &remembered) {
         (Some(_), _) => TargetProperties::default(),
         (None, Some(known)) => known.properties.clone(),
@@ -186,15 +194,15 @@ pub async fn glue_sync(
         (None, None) if bootstraps_in_groups(&log, request).await? => {
             TargetProperties::of(Some(&log.definition().await?.metadata))
         }
-        (None, None) => match log.snapshot(request.to_version).await {
+        (None, None) => match RecentHistory::read(&log, request, None, true).await {
             Ok(read) => {
-                let properties = TargetProperties::of(read.metadata());
-                snapshot = Some(read);
+                let properties = TargetProperties::of(read.newest_metadata());
+                history = Some(read);
                 properties
             }
             // Gone, or never there: the Glue table (if any) says which.
-            Err(lakemirror_delta::Error::NotADeltaTable(_)) => TargetProperties::default(),
-            Err(e) => return Err(e.into()),
+            Err(e) if e.is_not_a_delta_table() => TargetProperties::default(),
+            Err(e) => return Err(e),
         },
     };
     let (mut target, mut named_by) = defaults.resolve(&properties)?;
@@ -211,7 +219,7 @@ pub async fn glue_sync(
                 &metadata_store,
             )
             .await?;
-        let planned = match plan(&log, &read, request, snapshot.take()).await {
+        let planned = match plan(&log, &read, request, history.take()).await {
             Err(Error::SourceMissing { table, glue_table })
                 if request.on_missing_source == OnMissingSource::Drop =>
             {
@@ -229,6 +237,7 @@ pub async fn glue_sync(
                     added_files: 0,
                     removed_files: 0,
                     expired_snapshots: 0,
+                    thinned_snapshots: 0,
                     metadata_location: None,
                     omitted_columns: Vec::new(),
                     attempts: attempt,
@@ -285,6 +294,7 @@ pub async fn glue_sync(
             added_files: 0,
             removed_files: 0,
             expired_snapshots: 0,
+            thinned_snapshots: 0,
             metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
             omitted_columns: read
                 .current
@@ -320,8 +330,9 @@ pub async fn glue_sync(
                 }
                 Err(e) => return Err(e),
             }
-            writer.delete_expired(&staged.expired_files).await;
+            writer.delete_expired(&staged.removed_files).await;
             report.expired_snapshots = staged.expired_snapshots.len();
+            report.thinned_snapshots = staged.thinned_snapshots.len();
             report.snapshots_committed = staged.snapshots.len();
             report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
             report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
@@ -366,7 +377,7 @@ async fn plan(
     log: &DeltaLog,
     read: &CatalogTable,
     request: &GlueSyncRequest,
-    snapshot: Option<DeltaSnapshot>,
+    history: Option<RecentHistory>,
 ) -> Result<Planned> {
     let root = log.table().root_uri();
     let to_version = request.to_version;
@@ -375,7 +386,7 @@ async fn plan(
             let reason = format!(
                 "the mirror's metadata {lost} is gone: the Delta table's folder was deleted"
             );
-            return match rebuild(log, request, None, reason, None).await {
+            return match rebuild(log, request, None, Some(reason), None, None).await {
                 Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
                     table: root.to_string(),
                     glue_table: read.full_name(),
@@ -383,25 +394,18 @@ async fn plan(
                 planned => planned,
             };
         }
-        let snapshot = match snapshot {
-            Some(s) => s,
-            None if bootstraps_in_groups(log, request).await? => {
-                let grouped =
-                    GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
-                return Ok(Planned {
-                    plans: Vec::new(),
-                    newest_metadata: grouped.metadata().cloned(),
-                    rebuilt: None,
-                    grouped: Some(grouped),
-                });
-            }
-            None => log.snapshot(to_version).await?,
-        };
-        let metadata = snapshot.metadata().cloned();
-        return Ok(Planned::grown(
-            vec![plan_full_taking(root, None, snapshot)?],
-            metadata.as_ref(),
-        ));
+        if history.is_none() && bootstraps_in_groups(log, request).await? {
+            let grouped =
+                GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+            return Ok(Planned {
+                plans: Vec::new(),
+                newest_metadata: grouped.metadata().cloned(),
+                rebuilt: None,
+                grouped: Some(grouped),
+            });
+        }
+        // A new mirror: its history starts with the per-version window.
+        return rebuild(log, request, None, None, None, history).await;
     };
     let view = current.view()?;
     let Some(synced) = view.delta_version else {
@@ -451,17 +455,28 @@ async fn plan(
     }
     match commits? {
         Some(CommitsSince::Contiguous(commits)) => match plan_commits(root, &view, &commits) {
-            Ok(plans) => Ok(Planned::grown(
-                plans,
-                commits.iter().rev().find_map(|c| c.metadata.as_ref()),
-            )),
+            Ok(plans) => {
+                let policy = history_policy(request, Some(current), &plans);
+                Ok(Planned::grown(
+                    merge_thinned(plans, &policy),
+                    commits.iter().rev().find_map(|c| c.metadata.as_ref()),
+                ))
+            }
             Err(lakemirror_plan::Error::RebuildNeeded {
                 from_version,
                 reason,
                 ..
             }) => {
                 let format_version = Some(current.metadata.format_version());
-                rebuild(log, request, Some(from_version), reason, format_version).await
+                rebuild(
+                    log,
+                    request,
+                    Some(from_version),
+                    Some(reason),
+                    format_version,
+                    None,
+                )
+                .await
             }
             Err(e) => Err(e.into()),
         },
@@ -526,36 +541,53 @@ async fn checked_full(
         return Ok(Planned::default());
     }
     match reason {
-        Some(reason) => rebuild(log, request, None, reason, format_version).await,
+        Some(reason) => rebuild(log, request, None, Some(reason), format_version, None).await,
         None => match plan_full(root, Some(view), &snapshot) {
             Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
-                rebuild(log, request, Some(snapshot.version), reason, format_version).await
+                rebuild(
+                    log,
+                    request,
+                    Some(snapshot.version),
+                    Some(reason),
+                    format_version,
+                    None,
+                )
+                .await
             }
             plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())),
         },
     }
 }
 
-/// The mirror as a new history: one snapshot per version the log still holds from `from`
-/// (the oldest it can rebuild when None) to the target, in `format_version` unless the
-/// Delta table asks for another. A change the new history meets on the way that a mirror
-/// cannot follow starts it again at that change.
+/// The mirror as a new history (`reason`: why; None for a new mirror): the versions of the
+/// per-version window the log still holds, from `from` at the earliest, to the target, in
+/// `format_version` unless the Delta table asks for another. A new mirror's history starts
+/// no earlier than the newest checkpoint: the versions its replay reads anyway, so the first
+/// sync of a large table costs about what one snapshot does. A change the new history meets
+/// on the way that a mirror cannot follow starts it again at that change. `history` is the
+/// window when it was read already.
 async fn rebuild(
     log: &DeltaLog,
     request: &GlueSyncRequest,
     from: Option<i64>,
-    reason: String,
+    reason: Option<String>,
     format_version: Option<iceberg::spec::FormatVersion>,
+    history: Option<RecentHistory>,
 ) -> Result<Planned> {
     let root = log.table().root_uri();
-    let mut start = match from {
-        Some(version) => version,
-        None => log.oldest_version().await?,
-    };
+    let mut floor = from;
+    let mut versions = request.history.recent_versions;
+    let mut read = history;
     loop {
-        let base = log.snapshot(Some(start)).await?;
-        let base_metadata = base.metadata().cloned();
-        let mut first = plan_full_taking(root, None, base)?;
+        let history = match read.take() {
+            Some(history) => history,
+            None => RecentHistory::read(log, request, floor, reason.is_none()).await?,
+        };
+        let start = history.base.version;
+        let window_full =
+            history.commits.len() + 1 >= usize::try_from(versions).unwrap_or(usize::MAX);
+        let newest_metadata = history.newest_metadata().cloned();
+        let mut first = plan_full_taking(root, None, history.base)?;
         // The mirror keeps its format version unless the Delta table asks for another.
         first.format_version = first.format_version.or(format_version);
         let view = IcebergView::of_new_table(&first).ok_or_else(|| {
@@ -564,39 +596,81 @@ async fn rebuild(
                 format!("version {start} has no schema to rebuild from"),
             )
         })?;
-        let commits = match request.to_version {
-            Some(target) if target <= start => Vec::new(),
-            _ => match log.commits_since(start, request.to_version, None).await? {
-                CommitsSince::Contiguous(commits) => commits,
-                CommitsSince::Gap { .. } => {
-                    return Err(Error::malformed(
-                        root,
-                        format!("commits after version {start} are missing"),
-                    ));
-                }
-            },
-        };
-        match plan_commits(root, &view, &commits) {
+        match plan_commits(root, &view, &history.commits) {
             Ok(rest) => {
-                let newest_metadata = commits
-                    .iter()
-                    .rev()
-                    .find_map(|c| c.metadata.clone())
-                    .or(base_metadata);
+                let plans: Vec<SnapshotPlan> = std::iter::once(first).chain(rest).collect();
+                let policy = history_policy(request, None, &plans);
+                // The table asks for a longer window than the one read: read it again.
+                if window_full && policy.recent_versions > versions {
+                    versions = policy.recent_versions;
+                    read = Some(
+                        RecentHistory::read_versions(
+                            log,
+                            request,
+                            floor,
+                            versions,
+                            reason.is_none(),
+                        )
+                        .await?,
+                    );
+                    continue;
+                }
                 return Ok(Planned {
-                    plans: std::iter::once(first).chain(rest).collect(),
+                    plans: merge_thinned(plans, &policy),
                     newest_metadata,
-                    rebuilt: Some(reason),
+                    rebuilt: reason,
                     grouped: None,
                 });
             }
             Err(lakemirror_plan::Error::RebuildNeeded { from_version, .. })
                 if from_version > start =>
             {
-                start = from_version;
+                floor = Some(from_version);
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// The Delta table at the start of the per-version window and the commits after it.
+struct RecentHistory {
+    base: DeltaSnapshot,
+    commits: Vec<lakemirror_delta::DeltaCommit>,
+}
+
+impl RecentHistory {
+    /// The window the deployment's policy keeps, from `floor` at the earliest (with
+    /// `since_checkpoint`, from the newest checkpoint).
+    async fn read(
+        log: &DeltaLog,
+        request: &GlueSyncRequest,
+        floor: Option<i64>,
+        since_checkpoint: bool,
+    ) -> Result<Self> {
+        let versions = request.history.recent_versions;
+        Self::read_versions(log, request, floor, versions, since_checkpoint).await
+    }
+
+    async fn read_versions(
+        log: &DeltaLog,
+        request: &GlueSyncRequest,
+        floor: Option<i64>,
+        versions: u64,
+        since_checkpoint: bool,
+    ) -> Result<Self> {
+        let (base, commits) = log
+            .recent_history(request.to_version, versions, floor, since_checkpoint)
+            .await?;
+        Ok(Self { base, commits })
+    }
+
+    /// The newest metaData: the last commit's that has one, else the base's.
+    fn newest_metadata(&self) -> Option<&Metadata> {
+        self.commits
+            .iter()
+            .rev()
+            .find_map(|c| c.metadata.as_ref())
+            .or(self.base.metadata())
     }
 }
 
@@ -669,6 +743,21 @@ async fn remember_properties(
         .await?)
 }
 
+/// The history a mirror keeps after `plans`: the deployment's policy, with the table's own
+/// settings as the newest plan that states them says, else as the mirror keeps them.
+fn history_policy(
+    request: &GlueSyncRequest,
+    current: Option<&CommittedTable>,
+    plans: &[SnapshotPlan],
+) -> HistoryPolicy {
+    match plans.iter().rev().find_map(|p| p.history.as_ref()) {
+        Some(settings) => request.history.with_settings(settings),
+        None => current
+            .and_then(|c| request.history.overridden_by(c.metadata.properties()).ok())
+            .unwrap_or(request.history),
+    }
+}
+
 /// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
 fn backoff(attempt: u32) -> Duration {
     let base = 50u64.saturating_mul(1 << attempt.min(7)).min(5_000);
@@ -681,9 +770,15 @@ mod tests {
     use super::*;
 
     use lakemirror_delta::test_tables::{
-        add, delete_commit, metadata, protocol, remove, write_commit,
+        add, commit_info, delete_commit, metadata, protocol, remove, write_commit,
     };
+    use lakemirror_plan::history::{Version, kept};
     use lakemirror_storage::ObjectStores;
+
+    use std::collections::BTreeSet;
+
+    use iceberg::spec::TableMetadata;
+    use lakemirror_plan::properties::DELTA_VERSION;
 
     use crate::catalog::InMemoryCatalog;
 
@@ -709,6 +804,7 @@ mod tests {
             allowed_databases: None,
             name_from: NameFrom::Folder,
             bootstrap_group_files: 250_000,
+            history: HistoryPolicy::default(),
         }
     }
 
@@ -830,6 +926,174 @@ mod tests {
             matches!(&err, Error::CatalogState(m) if m.contains("mirrors s3://lake/a/orders")),
             "{err}"
         );
+    }
+
+    /// The mirror's metadata as the catalog points at it.
+    async fn current_metadata(
+        lake: &Lakehouse,
+        catalog: &InMemoryCatalog,
+        table: &str,
+    ) -> TableMetadata {
+        let location = catalog.parameters("lake", table).unwrap()["metadata_location"].clone();
+        let store = lake.stores.open(&location, Arc::default()).unwrap();
+        serde_json::from_slice(&store.get(&location).await.unwrap().0).unwrap()
+    }
+
+    /// Every manifest list in the mirror's metadata folder.
+    async fn manifest_lists(lake: &Lakehouse, table_uri: &str) -> BTreeSet<String> {
+        let store = lake.stores.open(table_uri, Arc::default()).unwrap();
+        let folder = store.location("_lakemirror/iceberg/metadata/");
+        store
+            .list_after(&folder, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|meta| store.location_of_key(&meta.location))
+            .filter(|location| {
+                location
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|name| name.starts_with("snap-"))
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_long_history_is_thinned_by_the_policy_whether_synced_in_one_go_or_commit_by_commit()
+    {
+        const MINUTE: i64 = 60_000;
+        let policy = HistoryPolicy {
+            recent_versions: 20,
+            hourly_for_ms: 6 * 60 * MINUTE,
+        };
+        let start = chrono::Utc::now().timestamp_millis() - 3 * 24 * 60 * MINUTE;
+        let at = |v: i64| start + v * 7 * MINUTE;
+        let (lake, catalog) = lake();
+        let mut versions = Vec::new();
+        for name in ["at_once", "one_by_one"] {
+            let uri = format!("s3://lake/{name}");
+            let table = lake.stores.open(&uri, Arc::default()).unwrap();
+            write_commit(
+                &table,
+                0,
+                &[
+                    commit_info(at(0)),
+                    protocol(),
+                    metadata(name, &[("id", "long")], &[]),
+                ],
+            )
+            .await;
+            for v in 1..=400 {
+                write_commit(
+                    &table,
+                    v,
+                    &[commit_info(at(v)), add(&format!("f{v}.parquet"), 1, &[])],
+                )
+                .await;
+            }
+        }
+        versions.extend((0..=400).map(|v| Version {
+            delta_version: v,
+            committed_ms: at(v),
+        }));
+        let wanted: Vec<i64> = kept(&versions, &policy)
+            .into_iter()
+            .zip(&versions)
+            .filter(|(keep, _)| *keep)
+            .map(|(_, v)| v.delta_version)
+            .collect();
+        assert!(
+            wanted.len() < 60,
+            "the policy keeps {} of 401 versions",
+            wanted.len()
+        );
+
+        let mut at_once = request("s3://lake/at_once");
+        at_once.history = policy;
+        at_once.to_version = Some(0);
+        sync(&lake, &at_once).await.unwrap();
+        at_once.to_version = None;
+        let caught_up = sync(&lake, &at_once).await.unwrap();
+        let written: Vec<i64> = caught_up
+            .snapshots
+            .iter()
+            .map(|s| s.delta_version)
+            .collect();
+        assert_eq!(
+            written,
+            wanted
+                .iter()
+                .copied()
+                .filter(|v| *v > 0)
+                .collect::<Vec<_>>(),
+            "a snapshot per version kept, none for the others"
+        );
+
+        let mut one_by_one = request("s3://lake/one_by_one");
+        one_by_one.history = policy;
+        let mut thinned = 0;
+        for v in 0..=400 {
+            one_by_one.to_version = Some(v);
+            thinned += sync(&lake, &one_by_one).await.unwrap().thinned_snapshots;
+        }
+        assert!(thinned > 300, "thinned {thinned}");
+
+        for name in ["at_once", "one_by_one"] {
+            let metadata = current_metadata(&lake, &catalog, name).await;
+            let mut history: Vec<_> = metadata.snapshots().collect();
+            history.sort_by_key(|s| s.sequence_number());
+            let kept_versions: Vec<i64> = history
+                .iter()
+                .map(|s| {
+                    s.summary().additional_properties[DELTA_VERSION]
+                        .parse()
+                        .unwrap()
+                })
+                .collect();
+            // Syncs commit by commit thin in batches (a quarter of the window waits).
+            let pending = kept_versions.len() - wanted.len();
+            assert!(
+                pending <= 5,
+                "{name}: {pending} versions wait to be thinned"
+            );
+            assert!(
+                wanted.iter().all(|v| kept_versions.contains(v)),
+                "{name}: {kept_versions:?}"
+            );
+            // Time travel by timestamp covers the newest run of consecutive versions only.
+            let log: Vec<i64> = metadata.history().iter().map(|l| l.snapshot_id).collect();
+            let tail: Vec<i64> = history[history.len() - log.len()..]
+                .iter()
+                .map(|s| s.snapshot_id())
+                .collect();
+            assert_eq!(log, tail, "{name}");
+            assert!(
+                log.len() >= 20,
+                "{name}: the per-version window is in the log"
+            );
+            let first_logged = history.len() - log.len();
+            assert_eq!(
+                kept_versions[first_logged..],
+                (kept_versions[first_logged]..=400).collect::<Vec<_>>(),
+                "{name}: the log's versions follow one another"
+            );
+            // No manifest list outlives its snapshot; every kept one is there.
+            let lists: BTreeSet<String> = history
+                .iter()
+                .map(|s| s.manifest_list().to_string())
+                .collect();
+            assert_eq!(
+                manifest_lists(&lake, &format!("s3://lake/{name}")).await,
+                lists,
+                "{name}"
+            );
+            // The newest snapshot holds every file.
+            let current = metadata.current_snapshot().unwrap();
+            assert_eq!(
+                current.summary().additional_properties["total-data-files"],
+                "400"
+            );
+        }
     }
 
     #[test]

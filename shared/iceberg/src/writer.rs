@@ -5,7 +5,7 @@
 //! manifest list of `B` entries, so its cost follows the commit, not the table. `B` grows
 //! (all buckets rewritten once) when buckets outgrow [`FILES_PER_BUCKET`] twice over.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,7 +21,11 @@ use iceberg::spec::{
 use roaring::RoaringTreemap;
 
 use lakemirror_delta::deletion_vector::{DeletionVector, read_positions};
-use lakemirror_plan::expiry::{expirable, main_only};
+use lakemirror_plan::expiry::{expirable, lakemirror_history};
+use lakemirror_plan::history::{
+    HistoryPolicy, THINNED_REMOVALS_PROPERTY, carried_removals, gapless_tail, recorded_removals,
+    thinned,
+};
 use lakemirror_plan::layout::{
     BucketChange, Content, FILES_PER_BUCKET, FanOutPart, LiveFile, bucket_of, bucket_of_manifest,
     buckets_for, change_bucket, referenced_data_file,
@@ -51,11 +55,15 @@ pub struct SnapshotOutcome {
 pub struct StagedTable {
     pub table: CommittedTable,
     pub snapshots: Vec<SnapshotOutcome>,
-    /// Snapshots this metadata no longer has (see [`expirable`]).
+    /// Snapshots this metadata no longer has because Delta VACUUM may delete their files
+    /// (see [`expirable`]).
     pub expired_snapshots: Vec<i64>,
-    /// Metadata files only the expired snapshots used: delete them once the catalog points
-    /// at the new metadata, never before.
-    pub expired_files: Vec<String>,
+    /// Snapshots this metadata no longer has because the history policy thins them (see
+    /// [`thinned`]).
+    pub thinned_snapshots: Vec<i64>,
+    /// Metadata files only the removed snapshots used, and metadata files that fell off the
+    /// metadata log: delete them once the catalog points at the new metadata, never before.
+    pub removed_files: Vec<String>,
 }
 
 /// A bucket after a snapshot: its manifest (None: nothing live, none written) and its live
@@ -64,6 +72,13 @@ type WrittenBucket = ((Content, u32), Option<ManifestFile>, Vec<LiveFile>);
 
 /// Bucket manifests written at once.
 const MANIFESTS_AT_ONCE: usize = 8;
+/// Manifest lists read at once when snapshots are removed.
+const LISTS_AT_ONCE: usize = 16;
+/// Iceberg's table properties bounding the metadata log (`metadata-log`), and whether the
+/// metadata files that fall off it are deleted.
+const METADATA_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+const METADATA_VERSIONS_MAX_DEFAULT: &str = "100";
+const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// What writing one bucket's manifest of a snapshot needs.
 struct BucketWriter<'a> {
@@ -192,6 +207,8 @@ pub struct MetadataWriter {
     staging: FileIO,
     /// The format version of tables this writer creates, unless the plan asks for another.
     format_version: FormatVersion,
+    /// The history kept, unless the table's own `lakemirror.history.*` properties say.
+    history: HistoryPolicy,
 }
 
 impl MetadataWriter {
@@ -201,7 +218,14 @@ impl MetadataWriter {
             data_store,
             staging: FileIO::new_with_memory(),
             format_version: FormatVersion::V2,
+            history: HistoryPolicy::default(),
         }
+    }
+
+    /// Keeps history as `policy` says, unless a table's own properties say otherwise.
+    pub fn with_history(mut self, policy: HistoryPolicy) -> Self {
+        self.history = policy;
+        self
     }
 
     /// Creates new tables in `format_version` (2 unless told otherwise).
@@ -231,13 +255,7 @@ impl MetadataWriter {
         for plan in plans {
             outcomes.push(state.apply(self, plan).await?);
         }
-        let (table, expired_snapshots, expired_files) = state.finish(self).await?;
-        Ok(StagedTable {
-            table,
-            snapshots: outcomes,
-            expired_snapshots,
-            expired_files,
-        })
+        state.finish(self, outcomes).await
     }
 
     /// One part of a fanned-out bootstrap: writes the bucket manifests of `plan`'s files
@@ -302,13 +320,7 @@ impl MetadataWriter {
         let outcome = state
             .commit_snapshot(self, &plan, snapshot_id, changed)
             .await?;
-        let (table, expired_snapshots, expired_files) = state.finish(self).await?;
-        Ok(StagedTable {
-            table,
-            snapshots: vec![outcome],
-            expired_snapshots,
-            expired_files,
-        })
+        state.finish(self, vec![outcome]).await
     }
 
     fn part_list_location(&self, snapshot_id: i64, part: u32, parts: u32) -> String {
@@ -317,84 +329,114 @@ impl MetadataWriter {
         ))
     }
 
-    /// Deletes the files of expired snapshots. Best effort: a file left over is garbage,
-    /// never a problem for readers.
+    /// Deletes the files of removed snapshots and old metadata files. Best effort: a file
+    /// left over is garbage, never a problem for readers.
     pub async fn delete_expired(&self, files: &[String]) {
-        for file in files {
-            if let Err(e) = self.metadata_store.delete(file).await {
-                tracing::warn!(file, error = %e, "could not delete a file of an expired snapshot");
-            }
-            crash::point("glue-during-expiry");
+        if let Err(e) = self.metadata_store.delete_all(files).await {
+            tracing::warn!(files = files.len(), error = %e, "could not delete all files of removed snapshots");
         }
+        crash::point("glue-during-expiry");
     }
 
-    /// The files only `expired` (the oldest snapshots, in order) use: their manifest lists,
-    /// manifests that the oldest snapshot kept does not list (a bucket manifest is listed by
-    /// a contiguous run of snapshots, so that is exact), and the delete files those
-    /// manifests name that are not live in the oldest snapshot kept (a later snapshot never
-    /// brings back a delete file that was retired).
-    async fn expired_files(
+    /// The files only the `removed` snapshots of `history` (oldest first) use: their manifest
+    /// lists, the manifests neither kept neighbour of their run lists (a bucket manifest is
+    /// listed by a run of consecutive snapshots, so that is exact), and the delete files those
+    /// manifests name that neither neighbour has live (a delete file is live in a run of
+    /// consecutive snapshots too). A run whose neighbour's list is missing keeps its files.
+    async fn removed_files(
         &self,
         metadata: &TableMetadata,
-        expired: &[i64],
-        oldest_kept: i64,
+        history: &[&Snapshot],
+        removed: &HashSet<i64>,
     ) -> Result<Vec<String>> {
-        let list_of = |id: i64| {
-            metadata
-                .snapshot_by_id(id)
-                .map(|s| s.manifest_list().to_string())
-        };
-        // Without the kept snapshot's list nothing can be shown unused: delete nothing.
-        let Some(kept_list) = list_of(oldest_kept) else {
-            return Ok(Vec::new());
-        };
-        let Some(kept_manifests) = self.manifests_of(&kept_list, metadata).await? else {
-            tracing::warn!(list = %kept_list, "the oldest kept snapshot's manifest list is missing; deleting no expired files");
-            return Ok(Vec::new());
-        };
-        let kept: HashSet<&str> = kept_manifests
+        // Runs of removed snapshots, each with the kept snapshot before it (none for the
+        // oldest) and after it (the current snapshot is never removed).
+        let mut runs: Vec<(Option<i64>, Vec<i64>, Option<i64>)> = Vec::new();
+        let mut before = None;
+        let mut run = Vec::new();
+        for snapshot in history {
+            let id = snapshot.snapshot_id();
+            if removed.contains(&id) {
+                run.push(id);
+                continue;
+            }
+            if !run.is_empty() {
+                runs.push((before, std::mem::take(&mut run), Some(id)));
+            }
+            before = Some(id);
+        }
+        if !run.is_empty() {
+            runs.push((before, run, None));
+        }
+        let wanted: BTreeSet<i64> = runs
             .iter()
-            .map(|m| m.manifest_path.as_str())
+            .flat_map(|(before, run, after)| before.iter().chain(run).chain(after).copied())
             .collect();
-        let mut files = Vec::new();
-        let mut expired_delete_manifests = Vec::new();
-        for id in expired {
-            let Some(list) = list_of(*id) else { continue };
-            // A list another sync already expired and deleted lists nothing left to delete.
-            let manifests = self
-                .manifests_of(&list, metadata)
-                .await?
-                .unwrap_or_default();
-            for manifest in manifests {
-                if !kept.contains(manifest.manifest_path.as_str())
-                    && !files.contains(&manifest.manifest_path)
-                {
-                    files.push(manifest.manifest_path.clone());
-                    if manifest.content == ManifestContentType::Deletes {
-                        expired_delete_manifests.push(manifest);
+        let lists: HashMap<i64, Option<Vec<ManifestFile>>> =
+            futures::stream::iter(wanted.into_iter().filter_map(|id| {
+                let list = metadata.snapshot_by_id(id)?.manifest_list().to_string();
+                Some(async move { Ok::<_, Error>((id, self.manifests_of(&list, metadata).await?)) })
+            }))
+            .buffer_unordered(LISTS_AT_ONCE)
+            .try_collect()
+            .await?;
+        let manifests = |id: &i64| lists.get(id).and_then(Option::as_ref);
+        let mut files = BTreeSet::new();
+        let mut removed_deletes: Vec<(Vec<&ManifestFile>, Vec<&ManifestFile>)> = Vec::new();
+        for (before, run, after) in &runs {
+            let neighbours: Option<Vec<&ManifestFile>> = before
+                .iter()
+                .chain(after)
+                .map(|id| manifests(id).map(|m| m.iter().collect::<Vec<_>>()))
+                .collect::<Option<Vec<_>>>()
+                .map(|lists| lists.into_iter().flatten().collect());
+            // Without a kept neighbour's list nothing can be shown unused.
+            let Some(kept) = neighbours else {
+                tracing::warn!(
+                    ?before,
+                    ?after,
+                    "a kept snapshot's manifest list is missing; deleting no files of the snapshots removed beside it"
+                );
+                continue;
+            };
+            let kept_paths: HashSet<&str> = kept.iter().map(|m| m.manifest_path.as_str()).collect();
+            let mut gone_deletes = Vec::new();
+            for id in run {
+                if let Some(snapshot) = metadata.snapshot_by_id(*id) {
+                    files.insert(snapshot.manifest_list().to_string());
+                }
+                // A list another sync already removed lists nothing left to delete.
+                for manifest in manifests(id).into_iter().flatten() {
+                    if !kept_paths.contains(manifest.manifest_path.as_str())
+                        && files.insert(manifest.manifest_path.clone())
+                        && manifest.content == ManifestContentType::Deletes
+                    {
+                        gone_deletes.push(manifest);
                     }
                 }
             }
-            files.push(list);
+            if !gone_deletes.is_empty() {
+                let kept_deletes = kept
+                    .into_iter()
+                    .filter(|m| m.content == ManifestContentType::Deletes)
+                    .collect();
+                removed_deletes.push((kept_deletes, gone_deletes));
+            }
         }
-        if !expired_delete_manifests.is_empty() {
+        for (kept, gone) in removed_deletes {
             let mut live = HashSet::new();
-            for manifest in kept_manifests
-                .iter()
-                .filter(|m| m.content == ManifestContentType::Deletes)
-            {
+            for manifest in kept {
                 for entry in read_entries(self, manifest).await? {
                     if entry.is_alive() {
                         live.insert(entry.data_file().file_path().to_string());
                     }
                 }
             }
-            for manifest in &expired_delete_manifests {
+            for manifest in gone {
                 for entry in read_entries(self, manifest).await? {
                     let path = entry.data_file().file_path();
-                    let ours = self.metadata_store.contains(path);
-                    if ours && !live.contains(path) && !files.iter().any(|f| f == path) {
-                        files.push(path.to_string());
+                    if self.metadata_store.contains(path) && !live.contains(path) {
+                        files.insert(path.to_string());
                     }
                 }
             }
@@ -402,8 +444,10 @@ impl MetadataWriter {
         // Only ever this table's own metadata files: never a data file, never another
         // table's (the lists and manifests read above were checked; the delete files they
         // name are filtered here).
-        files.retain(|f| self.metadata_store.contains(f));
-        Ok(files)
+        Ok(files
+            .into_iter()
+            .filter(|f| self.metadata_store.contains(f))
+            .collect())
     }
 
     /// The manifests a manifest list names; None when the list is gone.
@@ -1389,10 +1433,13 @@ impl TableState {
             .ok_or_else(|| Error::CatalogState("metadata builder used after a failed step".into()))
     }
 
+    /// Writes the metadata file with `snapshots` written, the history thinned and expired
+    /// as the policy and Delta's retention say.
     async fn finish(
         mut self,
         writer: &MetadataWriter,
-    ) -> Result<(CommittedTable, Vec<i64>, Vec<String>)> {
+        snapshots: Vec<SnapshotOutcome>,
+    ) -> Result<StagedTable> {
         self.properties
             .insert(BUCKETS_PROPERTY.to_string(), self.bucket_count.to_string());
         if !self
@@ -1410,6 +1457,16 @@ impl TableState {
             .get(RETENTION_PROPERTY)
             .and_then(|r| r.parse().ok())
             .unwrap_or(lakemirror_delta::actions::DEFAULT_DELETED_FILE_RETENTION_MS);
+        // Iceberg's own bound on the metadata log; the files that fall off it are deleted
+        // after the commit, as Java does with delete-after-commit.
+        for (key, default) in [
+            (METADATA_VERSIONS_MAX, METADATA_VERSIONS_MAX_DEFAULT),
+            (METADATA_DELETE_AFTER_COMMIT, "true"),
+        ] {
+            self.properties
+                .entry(key.to_string())
+                .or_insert_with(|| default.to_string());
+        }
         // Properties dropped in this run (metrics modes of columns that are gone).
         let dropped: Vec<String> = self
             .loaded_properties
@@ -1417,25 +1474,62 @@ impl TableState {
             .filter(|k| !self.properties.contains_key(*k))
             .cloned()
             .collect();
-        let mut metadata = self
+        let built = self
             .take_builder()?
             .remove_properties(&dropped)?
             .set_properties(self.properties)?
-            .build()?
-            .metadata;
-        let (expired, oldest_kept) =
-            expirable(&metadata, chrono::Utc::now().timestamp_millis(), retention);
-        let mut expired_files = Vec::new();
-        if let (false, Some(oldest_kept)) = (expired.is_empty(), oldest_kept) {
-            expired_files = writer
-                .expired_files(&metadata, &expired, oldest_kept)
-                .await?;
-            metadata = TableMetadataBuilder::new_from_metadata(metadata, None)
-                .remove_snapshots(&expired)
-                .build()?
-                .metadata;
-        }
-        let metadata = with_full_snapshot_log(metadata)?;
+            .build()?;
+        let metadata = built.metadata;
+        let delete_after_commit = metadata
+            .properties()
+            .get(METADATA_DELETE_AFTER_COMMIT)
+            .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+        let mut removed_files: Vec<String> = built
+            .expired_metadata_logs
+            .into_iter()
+            .map(|log| log.metadata_file)
+            .filter(|file| delete_after_commit && writer.metadata_store.contains(file))
+            .collect();
+        let policy = writer
+            .history
+            .overridden_by(metadata.properties())
+            .unwrap_or_else(|reason| {
+                tracing::warn!(%reason, "the mirror's lakemirror.history.* properties are unreadable; keeping history as the deployment says");
+                writer.history
+            });
+        let removal = match lakemirror_history(&metadata) {
+            Some(history) => {
+                let now = chrono::Utc::now().timestamp_millis();
+                let expired = expirable(&history, metadata.properties(), now, retention);
+                let thinned = thinned(&history, &policy, &expired);
+                let removed: HashSet<i64> = expired.iter().chain(&thinned).copied().collect();
+                if removed.is_empty() {
+                    None
+                } else {
+                    removed_files
+                        .extend(writer.removed_files(&metadata, &history, &removed).await?);
+                    let carried = carried_removals(
+                        &history,
+                        &removed,
+                        &recorded_removals(metadata.properties()),
+                    );
+                    Some((expired, thinned, removed, carried))
+                }
+            }
+            None => None,
+        };
+        let (metadata, expired, thinned) = match removal {
+            Some((expired, thinned, removed, carried)) => (
+                with_history(metadata, &removed, Some(&carried))?,
+                expired,
+                thinned,
+            ),
+            None => (
+                with_history(metadata, &HashSet::new(), None)?,
+                Vec::new(),
+                Vec::new(),
+            ),
+        };
         let location = writer.metadata_location(&format!(
             "{:05}-{}.metadata.json",
             metadata.last_sequence_number(),
@@ -1446,14 +1540,16 @@ impl TableState {
             .put(&location, Bytes::from(serde_json::to_vec(&metadata)?))
             .await?;
         crash::point("glue-after-metadata");
-        Ok((
-            CommittedTable {
+        Ok(StagedTable {
+            table: CommittedTable {
                 metadata,
                 metadata_location: location,
             },
-            expired,
-            expired_files,
-        ))
+            snapshots,
+            expired_snapshots: expired,
+            thinned_snapshots: thinned,
+            removed_files,
+        })
     }
 }
 
@@ -1490,6 +1586,14 @@ fn set_definition_properties(
         }
         None => {}
     }
+    if let Some(history) = plan.history.take() {
+        for (key, value) in history.properties() {
+            match value {
+                Some(value) => properties.insert(key.to_string(), value.to_string()),
+                None => properties.remove(key),
+            };
+        }
+    }
     match plan.omitted_columns.take() {
         Some(omitted) if omitted.is_empty() => {
             properties.remove(OMITTED_COLUMNS_PROPERTY);
@@ -1521,22 +1625,61 @@ fn since_last_snapshot(metadata: &TableMetadata) -> Result<TableMetadata> {
     Ok(serde_json::from_value(json)?)
 }
 
-/// The metadata with a snapshot log entry for every snapshot, in order. The builder keeps
-/// only the last of the snapshots added in one go (the others were never "current" to it),
-/// but each is a Delta version that was current from its commit's time: time travel by
+/// The metadata without the `removed` snapshots, its snapshot log listing the kept snapshots
+/// of the newest run without a gap ([`gapless_tail`]), and with `carried` as
+/// [`THINNED_REMOVALS_PROPERTY`] (None: the property as it is). The builder keeps only the
+/// last of the snapshots added in one go in the log (the others were never "current" to
+/// it), but each is a Delta version that was current from its commit's time: time travel by
 /// timestamp (`FOR TIMESTAMP AS OF`) reads the log.
-fn with_full_snapshot_log(metadata: TableMetadata) -> Result<TableMetadata> {
-    if !main_only(&metadata) {
+fn with_history(
+    metadata: TableMetadata,
+    removed: &HashSet<i64>,
+    carried: Option<&BTreeMap<i64, i64>>,
+) -> Result<TableMetadata> {
+    let mut json = serde_json::to_value(&metadata)?;
+    let main_only = json
+        .get("refs")
+        .and_then(|refs| refs.as_object())
+        .is_some_and(|refs| refs.keys().all(|name| name == MAIN_BRANCH));
+    if !main_only {
         return Ok(metadata);
     }
-    let mut snapshots: Vec<_> = metadata.snapshots().collect();
+    let mut snapshots: Vec<&Snapshot> = metadata
+        .snapshots()
+        .filter(|s| !removed.contains(&s.snapshot_id()))
+        .map(|s| s.as_ref())
+        .collect();
     snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-    let log: Vec<serde_json::Value> = snapshots
+    let log: Vec<serde_json::Value> = gapless_tail(&snapshots)
         .iter()
         .map(|s| serde_json::json!({"timestamp-ms": s.timestamp_ms(), "snapshot-id": s.snapshot_id()}))
         .collect();
-    let mut json = serde_json::to_value(&metadata)?;
     json["snapshot-log"] = log.into();
+    if !removed.is_empty()
+        && let Some(all) = json.get_mut("snapshots").and_then(|s| s.as_array_mut())
+    {
+        all.retain(|s| {
+            s.get("snapshot-id")
+                .and_then(|id| id.as_i64())
+                .is_none_or(|id| !removed.contains(&id))
+        });
+    }
+    if let Some(carried) = carried
+        && let Some(properties) = json.get_mut("properties").and_then(|p| p.as_object_mut())
+    {
+        if carried.is_empty() {
+            properties.remove(THINNED_REMOVALS_PROPERTY);
+        } else {
+            let by_id: BTreeMap<String, i64> = carried
+                .iter()
+                .map(|(id, at)| (id.to_string(), *at))
+                .collect();
+            properties.insert(
+                THINNED_REMOVALS_PROPERTY.to_string(),
+                serde_json::to_string(&by_id)?.into(),
+            );
+        }
+    }
     Ok(serde_json::from_value(json)?)
 }
 

@@ -2,46 +2,35 @@
 //! snapshots go before that can happen. A decision on metadata alone; deleting their files is
 //! the writer's.
 
+use std::collections::HashMap;
+
 use iceberg::spec::{MAIN_BRANCH, Snapshot, TableMetadata};
 
-use crate::properties::{DELTA_COMMIT_TIMESTAMP, DELTA_REMOVED_AT};
+use crate::history::{MAX_REMOVED_PER_SYNC, recorded_removals, removed_at};
+use crate::properties::DELTA_COMMIT_TIMESTAMP;
 
 /// Snapshots expire this long before VACUUM may delete the files they still reference.
 const EXPIRY_MARGIN_MS: i64 = 3_600_000;
 
-/// The snapshots to expire, oldest first, and the oldest one kept. Delta VACUUM may delete a
-/// file `retention` after it was removed, so a snapshot must go before the earliest removal
-/// by any later version is `retention` old (less a margin); the history is also kept no
-/// longer than a retention period after the next version. The current snapshot always stays.
+/// The snapshots to expire, oldest first. Delta VACUUM may delete a file `retention` after it
+/// was removed, so a snapshot must go before the earliest removal by any later version is
+/// `retention` old (less a margin); the history is also kept no longer than a retention period
+/// after the next version. The current snapshot always stays.
+/// `snapshots` is the history oldest first ([`lakemirror_history`]), `properties` the table's.
 pub fn expirable(
-    metadata: &TableMetadata,
+    snapshots: &[&Snapshot],
+    properties: &HashMap<String, String>,
     now_ms: i64,
     retention_ms: i64,
-) -> (Vec<i64>, Option<i64>) {
-    let mut snapshots: Vec<_> = metadata.snapshots().collect();
-    snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-    // Only a straight history with the main branch alone, as lakemirror writes it: there a
-    // manifest is listed by a run of consecutive snapshots, which makes the file cleanup
-    // exact. Anything else (another tool's branch, tag or rollback) is left alone.
-    let linear = snapshots
-        .windows(2)
-        .all(|p| p[1].parent_snapshot_id() == Some(p[0].snapshot_id()));
-    let current_is_newest =
-        snapshots.last().map(|s| s.snapshot_id()) == metadata.current_snapshot_id();
-    if !linear || !current_is_newest {
-        return (Vec::new(), None);
-    }
-    // The earliest removal of each version that removed files: its removes' own
-    // deletionTimestamp (a MERGE or OPTIMIZE that ran for hours removed files long before it
-    // committed), else, for snapshots written before that was recorded, its commit time.
+) -> Vec<i64> {
+    // Removals by versions thinned away count where the snapshot standing for them is.
+    let carried = recorded_removals(properties);
     let removed_at = |s: &Snapshot| {
-        let summary = &s.summary().additional_properties;
-        let number = |key: &str| summary.get(key).and_then(|v| v.parse::<i64>().ok());
-        number(DELTA_REMOVED_AT).or_else(|| {
-            let removed = number("deleted-data-files").unwrap_or(0) > 0
-                || number("removed-delete-files").unwrap_or(0) > 0;
-            removed.then(|| number(DELTA_COMMIT_TIMESTAMP).unwrap_or(s.timestamp_ms()))
-        })
+        let own = removed_at(s);
+        match carried.get(&s.snapshot_id()) {
+            Some(at) => Some(own.map_or(*at, |own| own.min(*at))),
+            None => own,
+        }
     };
     // later_removal[i]: the earliest removal by any version after snapshot i.
     let mut later_removal = vec![None; snapshots.len()];
@@ -63,18 +52,31 @@ pub fn expirable(
     // A snapshot goes when VACUUM may have deleted a file it reads (a later version removed
     // it a retention period ago), and, to bound the history as before, once the version
     // after it is a retention period old.
-    let expired: Vec<i64> = snapshots
+    snapshots
         .windows(2)
         .zip(&later_removal)
         .take_while(|(pair, removal)| removal.is_some_and(past) || past(commit_time(pair[1])))
         .map(|(pair, _)| pair[0].snapshot_id())
-        .collect();
-    // Checked last: it serializes the metadata, and most syncs expire nothing.
-    if expired.is_empty() || !main_only(metadata) {
-        return (Vec::new(), None);
-    }
-    let oldest_kept = snapshots.get(expired.len()).map(|s| s.snapshot_id());
-    (expired, oldest_kept)
+        .take(MAX_REMOVED_PER_SYNC)
+        .collect()
+}
+
+/// The snapshots oldest first, when the history is one lakemirror writes alone: the main
+/// branch only, current at the newest, each snapshot's parent the one before it or one the
+/// table no longer has (expired or thinned). There a manifest is listed by a run of
+/// consecutive snapshots, which makes the file cleanup exact. Anything else (another tool's
+/// branch, tag, rollback or fork) is left alone: None.
+pub fn lakemirror_history(metadata: &TableMetadata) -> Option<Vec<&Snapshot>> {
+    let mut snapshots: Vec<&Snapshot> = metadata.snapshots().map(|s| s.as_ref()).collect();
+    snapshots.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    let linear = snapshots.windows(2).all(|pair| {
+        pair[1].parent_snapshot_id().is_none_or(|parent| {
+            parent == pair[0].snapshot_id() || metadata.snapshot_by_id(parent).is_none()
+        })
+    });
+    let current_is_newest =
+        snapshots.last().map(|s| s.snapshot_id()) == metadata.current_snapshot_id();
+    (linear && current_is_newest && main_only(metadata)).then_some(snapshots)
 }
 
 /// Whether `main` is the table's only branch or tag (TableMetadata has no refs iterator).
@@ -92,6 +94,7 @@ pub fn main_only(metadata: &TableMetadata) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::properties::DELTA_REMOVED_AT;
     use serde_json::{Value, json};
 
     const DAY_MS: i64 = 86_400_000;
@@ -148,6 +151,12 @@ mod tests {
         .expect("test metadata is valid")
     }
 
+    fn expire(m: &TableMetadata, now_ms: i64) -> Vec<i64> {
+        lakemirror_history(m)
+            .map(|history| expirable(&history, m.properties(), now_ms, RETENTION_MS))
+            .unwrap_or_default()
+    }
+
     fn main_at(id: i64) -> Value {
         json!({"main": {"snapshot-id": id, "type": "branch"}})
     }
@@ -166,13 +175,13 @@ mod tests {
         let m = metadata(history(), 3, main_at(3));
         let vacuum_may_delete = 10 * DAY_MS + RETENTION_MS;
         assert_eq!(
-            expirable(&m, vacuum_may_delete - EXPIRY_MARGIN_MS - 1, RETENTION_MS),
-            (vec![], None),
+            expire(&m, vacuum_may_delete - EXPIRY_MARGIN_MS - 1),
+            Vec::<i64>::new(),
             "nothing is at risk yet"
         );
         assert_eq!(
-            expirable(&m, vacuum_may_delete - EXPIRY_MARGIN_MS, RETENTION_MS),
-            (vec![1], Some(2)),
+            expire(&m, vacuum_may_delete - EXPIRY_MARGIN_MS),
+            vec![1],
             "snapshot 1 reads the files version 2 removed; version 2 itself stays"
         );
     }
@@ -181,10 +190,7 @@ mod tests {
     fn history_is_kept_a_retention_period_after_the_next_version_and_the_current_stays() {
         let m = metadata(history(), 3, main_at(3));
         let long_after = 100 * DAY_MS;
-        assert_eq!(
-            expirable(&m, long_after, RETENTION_MS),
-            (vec![1, 2], Some(3))
-        );
+        assert_eq!(expire(&m, long_after), vec![1, 2]);
     }
 
     #[test]
@@ -194,7 +200,7 @@ mod tests {
         snapshots[1]["summary"][DELTA_REMOVED_AT] = json!((5 * DAY_MS).to_string());
         let m = metadata(snapshots, 3, main_at(3));
         let now = 5 * DAY_MS + RETENTION_MS - EXPIRY_MARGIN_MS;
-        assert_eq!(expirable(&m, now, RETENTION_MS), (vec![1], Some(2)));
+        assert_eq!(expire(&m, now), vec![1]);
     }
 
     #[test]
@@ -206,17 +212,14 @@ mod tests {
             json!({"main": {"snapshot-id": 3, "type": "branch"},
                    "audit": {"snapshot-id": 1, "type": "tag"}}),
         );
-        assert_eq!(expirable(&tagged, long_after, RETENTION_MS), (vec![], None));
+        assert_eq!(expire(&tagged, long_after), Vec::<i64>::new());
 
         let rolled_back = metadata(history(), 2, main_at(2));
-        assert_eq!(
-            expirable(&rolled_back, long_after, RETENTION_MS),
-            (vec![], None)
-        );
+        assert_eq!(expire(&rolled_back, long_after), Vec::<i64>::new());
 
         let mut forked = history();
         forked[2]["parent-snapshot-id"] = json!(1);
         let forked = metadata(forked, 3, main_at(3));
-        assert_eq!(expirable(&forked, long_after, RETENTION_MS), (vec![], None));
+        assert_eq!(expire(&forked, long_after), Vec::<i64>::new());
     }
 }

@@ -2,7 +2,7 @@
 //! Iceberg view go in; snapshot plans come out ([`snapshot`]), with the schema and partition
 //! mapping ([`schema`], [`partition`], [`name_mapping`]), column metrics from Delta stats
 //! ([`metrics`]), the manifest bucket layout ([`layout`]), which snapshots expire
-//! ([`expiry`]), where a mirror is named ([`target`]) and the names the mirror writes into
+//! ([`expiry`]), how much history it keeps ([`history`]), where a mirror is named ([`target`]) and the names the mirror writes into
 //! Iceberg metadata ([`properties`]).
 #![cfg_attr(
     not(test),
@@ -12,6 +12,7 @@
 pub mod committed;
 mod error;
 pub mod expiry;
+pub mod history;
 pub mod layout;
 pub mod metrics;
 pub mod name_mapping;

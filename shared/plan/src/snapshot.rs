@@ -8,6 +8,7 @@ use iceberg::spec::{
 };
 
 use crate::error::{Error, Result};
+use crate::history::HistorySettings;
 use crate::metrics::{ColumnMetrics, column_metrics};
 use crate::name_mapping::name_mapping;
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone, partition_literal};
@@ -97,6 +98,25 @@ pub struct SnapshotPlan {
     /// The Iceberg format version the Delta table asks for (`lakemirror.iceberg.format-version`);
     /// only a new table takes it.
     pub format_version: Option<FormatVersion>,
+    /// The `lakemirror.history.*` settings, when this version's metadata is known.
+    pub history: Option<HistorySettings>,
+}
+
+impl SnapshotPlan {
+    /// Whether this version changes how the mirror is defined (its schema, names,
+    /// properties, or everything at once), not only which files it holds.
+    pub fn changes_definition(&self) -> bool {
+        self.replace_all
+            || self.schema.is_some()
+            || self.name_mapping.is_some()
+            || self.omitted_columns.is_some()
+            || self.partition_zone.is_some()
+            || self.deleted_file_retention_ms.is_some()
+            || self.delta_table_id.is_some()
+            || self.format_version.is_some()
+            || self.history.is_some()
+            || !self.physical_names.is_empty()
+    }
 }
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
@@ -190,6 +210,7 @@ fn plan_full_of(
         replace_all: true,
         deleted_file_retention_ms: Some(retention(table, metadata)?),
         format_version: requested_format_version(table, metadata)?,
+        history: Some(HistorySettings::of(table, metadata)?),
     })
 }
 
@@ -444,6 +465,11 @@ pub fn plan_commits(
                 .map(|m| retention(table, m))
                 .transpose()?,
             format_version: None,
+            history: commit
+                .metadata
+                .as_ref()
+                .map(|m| HistorySettings::of(table, m))
+                .transpose()?,
         });
     }
     Ok(plans)

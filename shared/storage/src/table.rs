@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, PutPayload};
 
@@ -206,6 +206,35 @@ impl TableStorage {
         }
         self.counters.request(0, 0);
         Ok(())
+    }
+
+    /// Deletes objects, those already gone included: on S3 a request per 1,000 keys
+    /// (DeleteObjects). Answers the first failure; the others are still attempted.
+    pub async fn delete_all(&self, locations: &[String]) -> Result<()> {
+        if locations.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<Path> = locations
+            .iter()
+            .map(|location| self.key(location))
+            .collect::<Result<_>>()?;
+        let requests = match self.authority.starts_with("s3://") {
+            true => keys.len().div_ceil(1000),
+            false => keys.len(),
+        };
+        let keys = futures::stream::iter(keys.into_iter().map(Ok)).boxed();
+        let outcomes: Vec<object_store::Result<Path>> =
+            self.store.delete_stream(keys).collect().await;
+        for _ in 0..requests {
+            self.counters.request(0, 0);
+        }
+        match outcomes.into_iter().find_map(|outcome| match outcome {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => Some(e),
+        }) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     /// The metadata of `location` (one HEAD request); not found when it does not exist.
