@@ -47,9 +47,13 @@ pub fn commit_info(timestamp_ms: i64) -> Value {
     json!({"commitInfo": {"timestamp": timestamp_ms, "operation": "WRITE"}})
 }
 
-/// `remove` of `path`.
+/// `remove` of `path`, removed now (a removal long past would let VACUUM delete the file,
+/// and the snapshots before it expire at once).
 pub fn remove(path: &str) -> Value {
-    json!({"remove": {"path": path, "deletionTimestamp": 1_700_000_000_000_i64, "dataChange": true}})
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    json!({"remove": {"path": path, "deletionTimestamp": now, "dataChange": true}})
 }
 
 /// `_delta_log/<version>.json` holding `actions`, one per line.

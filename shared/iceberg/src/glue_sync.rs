@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakemirror_delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
+use lakemirror_plan::expiry::expiring_plans;
 use lakemirror_plan::history::{HistoryPolicy, merge_thinned};
+use lakemirror_plan::properties::RETENTION_PROPERTY;
 use lakemirror_plan::target::{
     NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
     default_table_name, path_table_name,
@@ -458,7 +460,7 @@ async fn plan(
             Ok(plans) => {
                 let policy = history_policy(request, Some(current), &plans);
                 Ok(Planned::grown(
-                    merge_thinned(plans, &policy),
+                    written_plans(plans, &policy, Some(current)),
                     commits.iter().rev().find_map(|c| c.metadata.as_ref()),
                 ))
             }
@@ -616,7 +618,7 @@ async fn rebuild(
                     continue;
                 }
                 return Ok(Planned {
-                    plans: merge_thinned(plans, &policy),
+                    plans: written_plans(plans, &policy, None),
                     newest_metadata,
                     rebuilt: reason,
                     grouped: None,
@@ -741,6 +743,28 @@ async fn remember_properties(
     Ok(metadata_store
         .put(&metadata_store.location(TARGET_FILE), bytes.into())
         .await?)
+}
+
+/// The plans to write of `plans` (oldest first, on top of `current`): the versions the
+/// policy keeps, the others merged into the next one kept, and none that would expire at once.
+fn written_plans(
+    plans: Vec<SnapshotPlan>,
+    policy: &HistoryPolicy,
+    current: Option<&CommittedTable>,
+) -> Vec<SnapshotPlan> {
+    let retention = plans
+        .iter()
+        .rev()
+        .find_map(|p| p.deleted_file_retention_ms)
+        .or_else(|| {
+            current
+                .and_then(|c| c.metadata.properties().get(RETENTION_PROPERTY))
+                .and_then(|r| r.parse().ok())
+        })
+        .unwrap_or(lakemirror_delta::actions::DEFAULT_DELETED_FILE_RETENTION_MS);
+    let now = chrono::Utc::now().timestamp_millis();
+    let expiring = expiring_plans(&plans, now, retention);
+    merge_thinned(plans, policy, expiring)
 }
 
 /// The history a mirror keeps after `plans`: the deployment's policy, with the table's own
@@ -1094,6 +1118,83 @@ mod tests {
                 "400"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn an_append_adds_a_layer_to_its_bucket_and_a_bucket_of_many_layers_is_rewritten() {
+        let (lake, catalog) = lake();
+        let uri = "s3://lake/stream";
+        let table = lake.stores.open(uri, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                protocol(),
+                metadata("s", &[("id", "long")], &[]),
+                add("f0.parquet", 1, &[]),
+            ],
+        )
+        .await;
+        let request = request(uri);
+        sync(&lake, &request).await.unwrap();
+        let metadata_store = lake
+            .stores
+            .open(&format!("{uri}/_lakemirror/iceberg"), Arc::default())
+            .unwrap();
+        let writer = MetadataWriter::new(metadata_store, table.clone());
+        let mut manifests = Vec::new();
+        let mut requests = Vec::new();
+        for v in 1..=12 {
+            write_commit(&table, v, &[add(&format!("f{v}.parquet"), 1, &[])]).await;
+            requests.push(sync(&lake, &request).await.unwrap().io.requests);
+            let metadata = current_metadata(&lake, &catalog, "stream").await;
+            let current = metadata.current_snapshot().unwrap();
+            let live = writer.live_files_of(&metadata, current).await.unwrap();
+            let mut paths: Vec<String> = live
+                .iter()
+                .map(|f| f.file_path().rsplit('/').next().unwrap().to_string())
+                .collect();
+            paths.sort();
+            let mut wanted: Vec<String> = (0..=v).map(|i| format!("f{i}.parquet")).collect();
+            wanted.sort();
+            assert_eq!(paths, wanted, "version {v}");
+            let list = writer
+                .manifests_of(current.manifest_list(), &metadata)
+                .await
+                .unwrap()
+                .unwrap();
+            manifests.push(list.len());
+        }
+        // One manifest, then a layer per append up to eight, then one again.
+        assert_eq!(manifests, vec![2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5]);
+        // An append reads no manifest of the bucket; the rewrite reads all eight.
+        assert!(
+            requests
+                .iter()
+                .enumerate()
+                .all(|(i, r)| i == 7 || *r == requests[0]),
+            "{requests:?}"
+        );
+        assert_eq!(requests[7], requests[0] + 8, "{requests:?}");
+        // A removal reads the bucket's manifest and layers and rewrites it into one.
+        write_commit(&table, 13, &[remove("f3.parquet")]).await;
+        sync(&lake, &request).await.unwrap();
+        let metadata = current_metadata(&lake, &catalog, "stream").await;
+        let current = metadata.current_snapshot().unwrap();
+        let list = writer
+            .manifests_of(current.manifest_list(), &metadata)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            writer
+                .live_files_of(&metadata, current)
+                .await
+                .unwrap()
+                .len(),
+            12
+        );
     }
 
     #[test]

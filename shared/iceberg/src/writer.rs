@@ -72,6 +72,9 @@ type WrittenBucket = ((Content, u32), Option<ManifestFile>, Vec<LiveFile>);
 
 /// Bucket manifests written at once.
 const MANIFESTS_AT_ONCE: usize = 8;
+/// Append layers a bucket holds at most beside its manifest: the next change to it rewrites
+/// the bucket into one manifest.
+const MAX_LAYERS: usize = 8;
 /// Manifest lists read at once when snapshots are removed.
 const LISTS_AT_ONCE: usize = 16;
 /// Iceberg's table properties bounding the metadata log (`metadata-log`), and whether the
@@ -280,14 +283,14 @@ impl MetadataWriter {
         let location = self.part_list_location(part.snapshot_id, part.part, part.parts);
         let output = self.staging.new_output(&location)?.writer().await?;
         let mut list = ManifestListWriter::v2(output, part.snapshot_id, None, 1);
-        list.add_manifests(state.manifests.values().cloned())?;
+        list.add_manifests(state.manifests.values().flatten().cloned())?;
         list.close().await?;
         crash::point("fan-out-before-part-list");
         self.publish_from_staging(&location).await?;
         Ok(PartWritten {
             part: part.part,
             files: changed.added_files,
-            manifests: state.manifests.len(),
+            manifests: state.manifests.values().map(Vec::len).sum(),
             manifest_list: location,
         })
     }
@@ -329,13 +332,21 @@ impl MetadataWriter {
         ))
     }
 
-    /// Deletes the files of removed snapshots and old metadata files. Best effort: a file
-    /// left over is garbage, never a problem for readers.
+    /// Deletes the files of removed snapshots and old metadata files: the manifest lists
+    /// first (a list gone leaves its manifests unreachable), then the rest, each in batches.
+    /// Best effort: a file left over is garbage, never a problem for readers.
     pub async fn delete_expired(&self, files: &[String]) {
-        if let Err(e) = self.metadata_store.delete_all(files).await {
-            tracing::warn!(files = files.len(), error = %e, "could not delete all files of removed snapshots");
+        let (lists, rest): (Vec<String>, Vec<String>) = files.iter().cloned().partition(|f| {
+            f.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with("snap-"))
+        });
+        for batch in [lists, rest] {
+            if let Err(e) = self.metadata_store.delete_all(&batch).await {
+                tracing::warn!(files = batch.len(), error = %e, "could not delete all files of removed snapshots");
+            }
+            crash::point("glue-during-expiry");
         }
-        crash::point("glue-during-expiry");
     }
 
     /// The files only the `removed` snapshots of `history` (oldest first) use: their manifest
@@ -451,7 +462,7 @@ impl MetadataWriter {
     }
 
     /// The manifests a manifest list names; None when the list is gone.
-    async fn manifests_of(
+    pub(crate) async fn manifests_of(
         &self,
         list: &str,
         metadata: &TableMetadata,
@@ -728,8 +739,9 @@ struct TableState {
     last_timestamp_ms: i64,
     parent_snapshot_id: Option<i64>,
     bucket_count: u32,
-    /// The manifest of each non-empty bucket in the newest snapshot.
-    manifests: BTreeMap<(Content, u32), ManifestFile>,
+    /// The manifests of each non-empty bucket in the newest snapshot: the one written when
+    /// the bucket was last rewritten, then the append layers written since, oldest first.
+    manifests: BTreeMap<(Content, u32), Vec<ManifestFile>>,
     /// Live files of buckets read or written in this run.
     loaded: HashMap<(Content, u32), Vec<LiveFile>>,
     total_files: u64,
@@ -841,12 +853,16 @@ impl TableState {
                 };
                 match bucket_of_manifest(&manifest.manifest_path, content) {
                     Some(bucket) if bucket < bucket_count => {
-                        manifests.insert((content, bucket), manifest);
+                        manifests
+                            .entry((content, bucket))
+                            .or_insert_with(Vec::new)
+                            .push(manifest);
                     }
                     // Not our layout (another writer touched the table): one rebuild fixes it.
                     _ => {
                         bucket_count = 0;
-                        manifests.insert((content, u32::MAX - manifests.len() as u32), manifest);
+                        let key = (content, u32::MAX - manifests.len() as u32);
+                        manifests.insert(key, vec![manifest]);
                     }
                 }
             }
@@ -895,16 +911,23 @@ impl TableState {
         Ok(state)
     }
 
-    /// Reads the live files of a bucket (once per run).
+    /// Reads the live files of a bucket (once per run): of its manifest and append layers,
+    /// a path the newer layer names again replaces the older entry.
     async fn bucket_files(
         &mut self,
         writer: &MetadataWriter,
         bucket: (Content, u32),
     ) -> Result<&mut Vec<LiveFile>> {
         if !self.loaded.contains_key(&bucket) {
-            let files = match self.manifests.get(&bucket) {
-                Some(manifest) => read_live_files(writer, manifest).await?,
-                None => Vec::new(),
+            let manifests = self.manifests.get(&bucket).cloned().unwrap_or_default();
+            let reads: Vec<_> = manifests
+                .iter()
+                .map(|m| read_live_files(writer, m))
+                .collect();
+            let layers = futures::future::try_join_all(reads).await?;
+            let files = match layers.len() {
+                0 | 1 => layers.into_iter().flatten().collect(),
+                _ => newest_entry_per_path(layers.into_iter().flatten()),
             };
             self.loaded.insert(bucket, files);
         }
@@ -1091,7 +1114,35 @@ impl TableState {
             touched.entry(bucket).or_default();
         }
         let (mut added_delete_files, mut added_position_deletes) = (0u64, 0u64);
+        // An append adds a layer to each bucket it touches instead of rewriting it: what the
+        // bucket holds is not read, and the new manifest lists the new files alone, so the
+        // cost follows the commit. A bucket of MAX_LAYERS layers is rewritten whole next time.
+        // (v3 rewrites: first row IDs are assigned per rewritten bucket.)
+        let appends = plan.operation == iceberg::spec::Operation::Append
+            && !plan.replace_all
+            && part.is_none()
+            && self.format_version != FormatVersion::V3;
+        let mut layers = BTreeSet::new();
         for (bucket, (removes, adds)) in touched {
+            let key = (Content::Data, bucket);
+            let layered = self.manifests.get(&key).map_or(0, Vec::len);
+            if appends
+                && removes.is_empty()
+                && !adds.is_empty()
+                && !new_deletes.contains_key(&bucket)
+                && (1..MAX_LAYERS).contains(&layered)
+            {
+                layers.insert(key);
+                rewritten.insert(
+                    key,
+                    BucketChange {
+                        kept: Vec::new(),
+                        deleted: Vec::new(),
+                        added: adds,
+                    },
+                );
+                continue;
+            }
             let data = std::mem::take(self.bucket_files(writer, (Content::Data, bucket)).await?);
             let deletes = std::mem::take(
                 self.bucket_files(writer, (Content::Deletes, bucket))
@@ -1143,13 +1194,28 @@ impl TableState {
         let keep_loaded = !plan.replace_all || self.format_version == FormatVersion::V3;
         let mut new_manifests = Vec::new();
         for (key, manifest, next_live) in written {
+            if layers.contains(&key) {
+                // The layer's files are the bucket's new ones: a bucket read before (in
+                // this run) gets them too, one not read stays unread.
+                if let Some(manifest) = manifest {
+                    self.manifests
+                        .entry(key)
+                        .or_default()
+                        .push(manifest.clone());
+                    new_manifests.push(manifest);
+                }
+                if let Some(live) = self.loaded.get_mut(&key) {
+                    live.extend(next_live);
+                }
+                continue;
+            }
             match manifest {
                 // Nothing live: the bucket leaves the manifest list.
                 None => {
                     self.manifests.remove(&key);
                 }
                 Some(manifest) => {
-                    self.manifests.insert(key, manifest.clone());
+                    self.manifests.insert(key, vec![manifest.clone()]);
                     new_manifests.push(manifest);
                 }
             }
@@ -1232,10 +1298,10 @@ impl TableState {
             manifest.sequence_number = iceberg::spec::UNASSIGNED_SEQUENCE_NUMBER;
             manifest.min_sequence_number = iceberg::spec::UNASSIGNED_SEQUENCE_NUMBER;
             manifest.first_row_id = None;
-            if let Some(other) = self.manifests.insert((content, bucket), manifest) {
+            if let Some(other) = self.manifests.insert((content, bucket), vec![manifest]) {
                 return Err(Error::CatalogState(format!(
                     "two parts wrote bucket {bucket} ({} and another): plan the fan-out again",
-                    other.manifest_path
+                    other.first().map_or("?", |m| m.manifest_path.as_str())
                 )));
             }
         }
@@ -1274,7 +1340,11 @@ impl TableState {
         let mut list = if self.format_version == FormatVersion::V3 {
             // Row lineage: every data manifest without row IDs gets a range of them (a
             // rewritten bucket gets new ones; Delta's row tracking is not carried over).
-            for (key, manifest) in self.manifests.iter_mut() {
+            for (key, manifest) in self
+                .manifests
+                .iter_mut()
+                .flat_map(|(key, layers)| layers.iter_mut().map(move |m| (key, m)))
+            {
                 if manifest.content == ManifestContentType::Data && manifest.first_row_id.is_none()
                 {
                     manifest.first_row_id = Some(self.next_row_id);
@@ -1309,12 +1379,12 @@ impl TableState {
                 sequence_number,
             )
         };
-        list.add_manifests(self.manifests.values().cloned())?;
+        list.add_manifests(self.manifests.values().flatten().cloned())?;
         list.close().await?;
         writer.publish_from_staging(&list_location).await?;
         crash::point("glue-after-manifest-list");
         // The list writer assigned sequence numbers to the new manifests; keep its view.
-        for manifest in self.manifests.values_mut() {
+        for manifest in self.manifests.values_mut().flatten() {
             if manifest.sequence_number < 0 {
                 manifest.sequence_number = sequence_number;
             }
@@ -1744,6 +1814,18 @@ async fn read_live_files(
         }
     }
     Ok(live)
+}
+
+/// Live files of a bucket's manifest and layers (oldest first), with only the newest entry
+/// of a path that several name: a layer's add replaced it.
+fn newest_entry_per_path(files: impl DoubleEndedIterator<Item = LiveFile>) -> Vec<LiveFile> {
+    let mut seen = HashSet::new();
+    let mut newest: Vec<LiveFile> = files
+        .rev()
+        .filter(|live| seen.insert(live.data_file.file_path().to_string()))
+        .collect();
+    newest.reverse();
+    newest
 }
 
 /// A live entry as it goes into a rewritten manifest: its partition values in the current

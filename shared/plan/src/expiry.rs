@@ -8,6 +8,7 @@ use iceberg::spec::{MAIN_BRANCH, Snapshot, TableMetadata};
 
 use crate::history::{MAX_REMOVED_PER_SYNC, recorded_removals, removed_at};
 use crate::properties::DELTA_COMMIT_TIMESTAMP;
+use crate::snapshot::SnapshotPlan;
 
 /// Snapshots expire this long before VACUUM may delete the files they still reference.
 const EXPIRY_MARGIN_MS: i64 = 3_600_000;
@@ -59,6 +60,29 @@ pub fn expirable(
         .map(|(pair, _)| pair[0].snapshot_id())
         .take(MAX_REMOVED_PER_SYNC)
         .collect()
+}
+
+/// How many of the oldest `plans` (versions about to be written, oldest first) would expire
+/// as soon as written, by [`expirable`]'s rule: their snapshots would read files VACUUM may
+/// have deleted already (a first sync of a table VACUUM cleaned), so they are not written
+/// apart. The newest is never one.
+pub fn expiring_plans(plans: &[SnapshotPlan], now_ms: i64, retention_ms: i64) -> usize {
+    let past = |t: i64| t.saturating_add(retention_ms) - EXPIRY_MARGIN_MS <= now_ms;
+    let mut later_removal = vec![None; plans.len()];
+    let mut earliest: Option<i64> = None;
+    for (i, plan) in plans.iter().enumerate().rev() {
+        later_removal[i] = earliest;
+        if let Some(t) = plan.removed_at_ms {
+            earliest = Some(earliest.map_or(t, |e| e.min(t)));
+        }
+    }
+    plans
+        .windows(2)
+        .zip(&later_removal)
+        .take_while(|(pair, removal)| {
+            removal.is_some_and(past) || past(pair[1].commit_timestamp_ms)
+        })
+        .count()
 }
 
 /// The snapshots oldest first, when the history is one lakemirror writes alone: the main

@@ -331,9 +331,13 @@ pub fn recorded_removals(properties: &HashMap<String, String>) -> BTreeMap<i64, 
 /// A sync that applies many commits writes a snapshot only for the versions the policy
 /// keeps: each other version's change is carried into the next version's plan, so a
 /// catch-up of thousands of versions writes manifests, lists and metadata for the kept ones
-/// alone. The newest plans (the per-version window) and a plan whose next one changes the
-/// table's definition stay their own.
-pub fn merge_thinned(plans: Vec<SnapshotPlan>, policy: &HistoryPolicy) -> Vec<SnapshotPlan> {
+/// alone. The first `expiring` plans (see [`crate::expiry::expiring_plans`]) are carried
+/// forward too. The newest plans (the per-version window) stay their own.
+pub fn merge_thinned(
+    plans: Vec<SnapshotPlan>,
+    policy: &HistoryPolicy,
+    expiring: usize,
+) -> Vec<SnapshotPlan> {
     let versions: Vec<Version> = plans
         .iter()
         .map(|p| Version {
@@ -344,16 +348,12 @@ pub fn merge_thinned(plans: Vec<SnapshotPlan>, policy: &HistoryPolicy) -> Vec<Sn
     let keep = kept(&versions, policy);
     let mut merged: Vec<SnapshotPlan> = Vec::with_capacity(plans.len());
     let mut carried: Option<SnapshotPlan> = None;
-    for (plan, keep) in plans.into_iter().zip(keep) {
+    for (i, (plan, keep)) in plans.into_iter().zip(keep).enumerate() {
         let plan = match carried.take() {
-            Some(earlier) if !plan.changes_definition() => absorb(earlier, plan),
-            Some(earlier) => {
-                merged.push(earlier);
-                plan
-            }
+            Some(earlier) => absorb(earlier, plan),
             None => plan,
         };
-        if keep {
+        if keep && i >= expiring {
             merged.push(plan);
         } else {
             carried = Some(plan);
@@ -363,9 +363,17 @@ pub fn merge_thinned(plans: Vec<SnapshotPlan>, policy: &HistoryPolicy) -> Vec<Sn
     merged
 }
 
-/// One plan for two consecutive versions: `later`'s change applied on top of `earlier`'s,
-/// with `earlier`'s definition (`later` changes none).
+/// One plan for two consecutive versions: `later`'s change applied on top of `earlier`'s.
+/// What `later` states of the definition (schema, names, properties) replaces `earlier`'s:
+/// it was planned on top of it, and `earlier`'s files keep their field IDs under it as files
+/// carried into a later snapshot do. A `later` that replaces everything stands alone.
 fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
+    if later.replace_all {
+        return SnapshotPlan {
+            removed_at_ms: earliest(earlier.removed_at_ms, later.removed_at_ms),
+            ..later
+        };
+    }
     let later_removes: HashSet<&str> = later.removed.iter().map(String::as_str).collect();
     let later_adds: HashSet<&str> = later.added.iter().map(|f| f.location.as_str()).collect();
     // A file the earlier version added and the later one removes or adds again is replaced.
@@ -388,27 +396,29 @@ fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
     let rearranged =
         earlier.operation == Operation::Replace && later.operation == Operation::Replace;
     let operation = match (added.is_empty(), removed.is_empty()) {
+        _ if earlier.replace_all => earlier.operation,
         _ if rearranged => Operation::Replace,
         (_, true) => Operation::Append,
         (true, false) => Operation::Delete,
         (false, false) => Operation::Overwrite,
     };
+    let defined = later.partition_zone.is_some();
     SnapshotPlan {
         delta_version: later.delta_version,
         commit_timestamp_ms: later.commit_timestamp_ms,
         commit_hash: later.commit_hash,
-        delta_table_id: earlier.delta_table_id,
+        delta_table_id: later.delta_table_id.or(earlier.delta_table_id),
         removed_at_ms: earliest(earlier.removed_at_ms, later.removed_at_ms),
-        operation: if earlier.replace_all {
-            earlier.operation
+        operation,
+        schema: later.schema.or(earlier.schema),
+        physical_names: if defined {
+            later.physical_names
         } else {
-            operation
+            earlier.physical_names
         },
-        schema: earlier.schema,
-        physical_names: earlier.physical_names,
-        name_mapping: earlier.name_mapping,
-        omitted_columns: earlier.omitted_columns,
-        partition_zone: earlier.partition_zone,
+        name_mapping: later.name_mapping.or(earlier.name_mapping),
+        omitted_columns: later.omitted_columns.or(earlier.omitted_columns),
+        partition_zone: later.partition_zone.or(earlier.partition_zone),
         partition_columns: later.partition_columns,
         added,
         removed: if earlier.replace_all {
@@ -417,9 +427,11 @@ fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
             removed
         },
         replace_all: earlier.replace_all,
-        deleted_file_retention_ms: earlier.deleted_file_retention_ms,
-        format_version: earlier.format_version,
-        history: earlier.history,
+        deleted_file_retention_ms: later
+            .deleted_file_retention_ms
+            .or(earlier.deleted_file_retention_ms),
+        format_version: later.format_version.or(earlier.format_version),
+        history: later.history.or(earlier.history),
     }
 }
 
@@ -557,6 +569,7 @@ mod tests {
         fn merged_plans_leave_the_table_every_plan_leaves(
             steps in proptest::collection::vec((0u8..6, 0u8..6, 0i64..(2 * HOUR_MS)), 1..120),
             recent in 1u64..10,
+            expiring in 0usize..20,
         ) {
             let mut plans = Vec::new();
             let mut t = 0;
@@ -579,7 +592,7 @@ mod tests {
                 plan.removed.retain(|path| table.contains_key(path));
                 apply(&mut table, plan);
             }
-            let merged = merge_thinned(plans.clone(), &policy(recent, HOUR_MS));
+            let merged = merge_thinned(plans.clone(), &policy(recent, HOUR_MS), expiring);
             prop_assert!(merged.len() <= plans.len());
             prop_assert_eq!(merged.last().map(|p| p.delta_version), plans.last().map(|p| p.delta_version));
             let mut again = BTreeMap::new();
@@ -644,7 +657,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_before_a_change_of_definition_stays_its_own_and_removal_times_carry() {
+    fn merged_plans_carry_the_earliest_removal_and_the_newest_definition() {
         let hour = HOUR_MS;
         let mut plans = vec![
             plan(0, 0, vec![file("a", 1)], vec![]),
@@ -653,8 +666,9 @@ mod tests {
             plan(3, 3 * hour, vec![file("d", 1)], vec![]),
         ];
         plans[1].removed_at_ms = Some(7);
-        // v0 and v1 share an hour: v0 goes into v1. v1 keeps its removal time.
-        let merged = merge_thinned(plans.clone(), &policy(1, DAY_MS));
+        plans[1].schema = Some(iceberg::spec::Schema::builder().build().unwrap());
+        // v0 and v1 share an hour: v0 goes into v1, which keeps its schema and removal time.
+        let merged = merge_thinned(plans.clone(), &policy(1, DAY_MS), 0);
         let versions: Vec<i64> = merged.iter().map(|p| p.delta_version).collect();
         assert_eq!(versions, vec![1, 2, 3]);
         let added: Vec<&str> = merged[0]
@@ -664,11 +678,16 @@ mod tests {
             .collect();
         assert_eq!(added, vec!["s3://b/t/b"], "a came and went");
         assert_eq!(merged[0].removed_at_ms, Some(7));
-        // A version that changes the schema takes nothing in: the one before stays.
-        plans[1].schema = Some(iceberg::spec::Schema::builder().build().unwrap());
-        let merged = merge_thinned(plans, &policy(1, DAY_MS));
+        assert!(merged[0].schema.is_some());
+        // Versions that would expire at once go into the first one kept.
+        let merged = merge_thinned(plans, &policy(10, DAY_MS), 2);
         let versions: Vec<i64> = merged.iter().map(|p| p.delta_version).collect();
-        assert_eq!(versions, vec![0, 1, 2, 3]);
+        assert_eq!(versions, vec![2, 3]);
+        assert_eq!(merged[0].removed_at_ms, Some(7));
+        assert!(
+            merged[0].schema.is_some(),
+            "the earlier definition carries over"
+        );
     }
 
     /// A snapshot of Delta `version` (None: another tool's), parented on `parent`.

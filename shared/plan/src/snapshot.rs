@@ -102,23 +102,6 @@ pub struct SnapshotPlan {
     pub history: Option<HistorySettings>,
 }
 
-impl SnapshotPlan {
-    /// Whether this version changes how the mirror is defined (its schema, names,
-    /// properties, or everything at once), not only which files it holds.
-    pub fn changes_definition(&self) -> bool {
-        self.replace_all
-            || self.schema.is_some()
-            || self.name_mapping.is_some()
-            || self.omitted_columns.is_some()
-            || self.partition_zone.is_some()
-            || self.deleted_file_retention_ms.is_some()
-            || self.delta_table_id.is_some()
-            || self.format_version.is_some()
-            || self.history.is_some()
-            || !self.physical_names.is_empty()
-    }
-}
-
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
 /// version was cleaned up: the whole active file set at `snapshot.version`.
 pub fn plan_full(
