@@ -7,7 +7,7 @@
 //! | `GLUE_DATABASE` | Glue database that receives mirrored tables (required) |
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to mirror (default: all) |
 //! | `DEAD_LETTER_QUEUE_URL` | SQS queue for events that can never succeed (parked once, not retried) |
-//! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES` | see README, "Configuration" |
+//! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES`, `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR` | see README, "Configuration" |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
 use std::sync::Arc;
