@@ -21,7 +21,8 @@ take too long to set up (its catch-up writes every version) is skipped for it wi
     cargo build --release --bin lakemirror
     $(tests/rig/venv.sh tests/bench-requirements.txt)/bin/python tests/bench/history.py \\
         [--versions 100,5000,60000] [--catch-up 5000] [--cadence-s 10] \\
-        [--before path/to/older/lakemirror] [--before-max-versions 5000] [--markdown docs/history.md]
+        [--before path/to/older/lakemirror] [--before-max-versions 5000] [--markdown docs/history.md] \\
+        [--plot docs/history.png]
 """
 
 import argparse
@@ -169,6 +170,7 @@ def main():
     parser.add_argument("--before-max-versions", type=int, default=5000,
                         help="longest history the older build sets up (its catch-up writes every version)")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--plot", type=Path, help="also draw one-commit time and metadata size to this PNG")
     parser.add_argument("--work", type=Path, help="where tables are written [default: a temporary folder]")
     common.add_binary_argument(parser)
     args = parser.parse_args()
@@ -229,6 +231,31 @@ def main():
     print(text)
     if args.markdown:
         args.markdown.write_text(text)
+    if args.plot:
+        plot(results, lengths, [label for label, _ in builds], args.plot)
+
+
+def plot(results: dict, lengths: list[int], labels: list[str], out: Path) -> None:
+    """One-commit sync time and metadata.json size by history length, one line per build."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (time_ax, size_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    for label in labels:
+        points = [(n, results[("one", n, label)]) for n in lengths if ("one", n, label) in results]
+        xs = [n for n, _ in points]
+        time_ax.plot(xs, [r["seconds"] for _, r in points], marker="o", label=label)
+        size_ax.plot(xs, [(r["metadata_bytes"] or 0) / 2**20 for _, r in points], marker="o", label=label)
+    for ax, title in ((time_ax, "one-commit sync (s)"), (size_ax, "metadata.json (MB)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("versions in Delta's retention")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
 
 
 if __name__ == "__main__":
