@@ -9,6 +9,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod avro_header;
 pub mod catalog;
 pub mod discover;
 mod error;

@@ -32,11 +32,12 @@ use lakemirror_plan::layout::{
 };
 use lakemirror_plan::metrics::set_metrics_modes;
 use lakemirror_plan::name_mapping::name_mapping;
-use lakemirror_plan::partition::PARTITION_TIMEZONE_PROPERTY;
+use lakemirror_plan::partition::{PARTITION_TIMEZONE_PROPERTY, partition_field_name};
 use lakemirror_plan::properties::*;
 use lakemirror_plan::{CommittedTable, PlannedFile, SnapshotPlan};
 use lakemirror_storage::{TableStorage, crash};
 
+use crate::avro_header;
 use crate::error::{Error, Result};
 use crate::puffin::deletion_vector_file;
 
@@ -527,6 +528,8 @@ impl MetadataWriter {
 
     async fn publish_from_staging(&self, location: &str) -> Result<()> {
         let bytes = self.staging.new_input(location)?.read().await?;
+        let bytes = avro_header::with_unique_type_names(bytes)
+            .map_err(|e| Error::Bug(format!("{location}: {e}")))?;
         self.metadata_store.put(location, bytes).await?;
         self.staging.delete(location).await?;
         Ok(())
@@ -765,7 +768,11 @@ impl TableState {
                     "partition column {column} is not in the planned schema"
                 ))
             })?;
-            spec = spec.add_partition_field(source, column, Transform::Identity)?;
+            spec = spec.add_partition_field(
+                source,
+                partition_field_name(column),
+                Transform::Identity,
+            )?;
         }
         let table_uri = writer.data_store.root_uri().to_string();
         let mut properties = HashMap::from([

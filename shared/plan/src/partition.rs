@@ -8,6 +8,48 @@ use iceberg::spec::{Literal, PrimitiveLiteral, PrimitiveType};
 /// when not set, as the Delta protocol has it now.
 pub const PARTITION_TIMEZONE_PROPERTY: &str = "lakemirror.partition-values.timezone";
 
+/// Whether `name` is a valid Avro name (`[A-Za-z_][A-Za-z0-9_]*`): a partition field's
+/// name is a record field name in every manifest's Avro schema, and DuckDB and the Apache
+/// Avro libraries refuse a file whose schema holds another.
+pub fn is_avro_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The partition field name of a partition column: the column's own name when it is a valid
+/// Avro name, else Java Iceberg's `AvroSchemaUtil.sanitize` of it (a leading digit gets `_`
+/// before it, any other character becomes `_x` and its UTF-16 code in upper-case hex:
+/// `Company Very Short` -> `Company_x20Very_x20Short`, `1st` -> `_1st`), except that a
+/// letter outside ASCII is sanitized too (`région` -> `r_xE9gion`), as Avro allows only
+/// ASCII. Engines filter by the source column, never by this name.
+pub fn partition_field_name(column: &str) -> String {
+    if is_avro_name(column) {
+        return column.to_string();
+    }
+    let mut name = String::with_capacity(column.len() + 8);
+    for (i, c) in column.chars().enumerate() {
+        let valid = c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit());
+        if valid {
+            name.push(c);
+        } else if c.is_ascii_digit() {
+            name.push('_');
+            name.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                name.push_str(&format!("_x{unit:X}"));
+            }
+        }
+    }
+    if name.is_empty() {
+        name.push('_');
+    }
+    name
+}
+
 /// The zone of `timestamp` partition values written without an offset.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PartitionZone {
@@ -75,11 +117,7 @@ pub fn partition_literal(
             _ => return Err(bad("boolean")),
         },
         PrimitiveType::Binary => Literal::binary(raw.as_bytes().to_vec()),
-        PrimitiveType::Date => {
-            let date = NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| bad("date"))?;
-            let days = date.signed_duration_since(NaiveDate::default()).num_days();
-            Literal::date(i32::try_from(days).map_err(|_| bad("date"))?)
-        }
+        PrimitiveType::Date => Literal::date(date_days(raw).ok_or_else(|| bad("date"))?),
         PrimitiveType::Timestamp => {
             Literal::timestamp(timestamp_micros(raw, None).ok_or_else(|| bad("timestamp"))?)
         }
@@ -96,6 +134,19 @@ pub fn partition_literal(
         }
     };
     Ok(Some(literal))
+}
+
+/// Days since 1970-01-01 of a Delta partition date (`2024-01-01`, `-0001-01-01`: any year
+/// Delta allows).
+pub fn date_days(raw: &str) -> Option<i32> {
+    let date = NaiveDate::parse_from_str(raw, "%Y-%m-%d").ok()?;
+    i32::try_from(date.signed_duration_since(NaiveDate::default()).num_days()).ok()
+}
+
+/// Microseconds since the epoch of a Delta partition timestamp (see [`timestamp_micros`]),
+/// written without an offset in UTC; any year Delta allows (`-0001-01-01 00:00:00`).
+pub fn partition_timestamp_micros(raw: &str) -> Option<i64> {
+    timestamp_micros(raw, None)
 }
 
 /// Microseconds since the epoch for Delta's partition timestamp forms:
@@ -159,6 +210,26 @@ pub fn primitive_of(literal: &Literal) -> Option<&PrimitiveLiteral> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_field_names_are_valid_avro_names_as_java_iceberg_makes_them() {
+        for (column, name) in [
+            ("region", "region"),
+            ("Company Very Short", "Company_x20Very_x20Short"),
+            ("1st", "_1st"),
+            ("a.b", "a_x2Eb"),
+            ("order-date", "order_x2Ddate"),
+            ("région", "r_xE9gion"),
+            ("_x", "_x"),
+            ("", "_"),
+        ] {
+            assert_eq!(partition_field_name(column), name, "{column}");
+            assert!(is_avro_name(&partition_field_name(column)), "{column}");
+        }
+        assert!(
+            !is_avro_name("Company Very Short") && !is_avro_name("1st") && !is_avro_name("région")
+        );
+    }
 
     fn parse(ty: PrimitiveType, raw: Option<&str>) -> Option<PrimitiveLiteral> {
         partition_literal("c", &ty, raw, None)
