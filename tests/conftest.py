@@ -218,7 +218,7 @@ def function_postgres_env(postgres_server, postgres_url):
     """POSTGRES_* as the deployed lakebase-sync function gets them: a URL without sslmode
     (the function verifies the certificate and the host name by default; the rig's
     certificate names localhost) and the CA as PEM."""
-    url = postgres_url.split("?")[0].replace("@127.0.0.1:", "@localhost:")
+    url = postgres_url.split("?")[0]
     return {"POSTGRES_URL": url, "POSTGRES_CA_PEM": Path(postgres_server.ca_file).read_text()}
 
 

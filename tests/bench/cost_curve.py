@@ -85,6 +85,13 @@ class Table:
         self.next_file = 0
         self.live: list[str] = []
 
+
+    def env(self) -> dict:
+        """The environment of lakemirror for this table: a shallow clone's source is an allowed
+        external root (any other path outside a table's root is refused)."""
+        if self.files_of is None:
+            return dict(os.environ)
+        return {**os.environ, "ALLOWED_EXTERNAL_ROOTS": self.files_of.uri}
     def new_files(self, count: int, upload: bool = True) -> list[dict]:
         """Uploads `count` new data files (same bytes, distinct keys) and returns their adds."""
         body = parquet_bytes(0)
@@ -150,7 +157,7 @@ def sync(binary: str, table: Table) -> dict:
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "invoke", "glue-sync",
                                "--event", event_file.name, "--glue-database", DATABASE],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=table.env())
         wall_ms = (time.perf_counter() - started) * 1000
         if done.returncode != 0:
             sys.exit(f"lakemirror failed on {table.uri}: {done.stderr[-2000:]}")
@@ -172,7 +179,7 @@ def verify_mirror(binary: str, table: Table, glue_table: str) -> dict:
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "verify", "--table-uri",
                                table.uri, "--glue-database", DATABASE, "--glue-table", glue_table],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=table.env())
         wall_ms = (time.perf_counter() - started) * 1000
         if done.returncode != 0:
             sys.exit(f"lakemirror verify failed on {table.uri}: {done.stderr[-2000:]}")

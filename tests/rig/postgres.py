@@ -27,7 +27,9 @@ class Postgres:
 
     @property
     def url(self) -> str:
-        return f"postgres://{USER}:{PASSWORD}@127.0.0.1:{self.port}/postgres?sslmode=disable"
+        # verify-full, as lakemirror connects by default: the certificate names localhost.
+        return (f"postgres://{USER}:{PASSWORD}@localhost:{self.port}/postgres"
+                f"?sslmode=verify-full&sslrootcert={self.ca_file}")
 
     def stop(self):
         subprocess.run([*self.run_as, _bin("pg_ctl"), "-D", self.data_dir, "-m", "immediate", "stop"],

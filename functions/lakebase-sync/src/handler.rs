@@ -32,7 +32,8 @@ pub async fn handle(
         .iter()
         .map(|t| t.announced())
         .collect();
-    let outcome = function.sync(&announced).await?;
+    let deadline = event.context.deadline();
+    let outcome = function.sync(&announced, Some(deadline)).await?;
     if event.payload.is_sqs() {
         return Ok(LakebaseResponse::Batch(batch_response(
             outcome.failures.redeliver(),

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{ObjectStores, S3Options};
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
@@ -25,7 +26,8 @@ pub async fn load() -> aws_config::SdkConfig {
 }
 
 /// The object stores of the process: S3 as `config` says (its credentials chain, region and
-/// endpoint), with `AWS_ENDPOINT_URL_S3` and `AWS_ALLOW_HTTP` looked up in `setting` (the
+/// endpoint), with `AWS_ENDPOINT_URL_S3`, `AWS_ALLOW_HTTP` and `ALLOWED_EXTERNAL_ROOTS` (the
+/// roots besides its own whose files a table's log may name) looked up in `setting` (the
 /// process's environment).
 pub fn object_stores(
     config: &aws_config::SdkConfig,
@@ -44,6 +46,7 @@ pub fn object_stores(
         allow_http,
         credentials: s3_credentials(config).map(|c| c as lakemirror_storage::S3CredentialProvider),
     })
+    .with_external_roots(table_prefixes(setting("ALLOWED_EXTERNAL_ROOTS").as_deref()))
 }
 
 /// The SDK's credentials for `object_store`, refreshed a few minutes before they expire.

@@ -49,7 +49,7 @@ pub struct GlueSyncConfig {
     /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's `lakemirror.glue.*`
     /// properties may choose (a regex); unset: the properties are ignored.
     pub allowed_databases: Option<regex::Regex>,
-    /// `TABLE_NAME_FROM_PATH`: `folder` (default) or `path`.
+    /// `TABLE_NAME_FROM_PATH`: `folder` (default), `path` or `unique-path`.
     pub name_from: NameFrom,
     /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
     /// groups of about this many (default 250,000; about 2 KB of memory per file).

@@ -42,7 +42,7 @@ pub enum Step {
         #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
         allowed_glue_databases: Option<String>,
         /// As in glue-sync.
-        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
         table_name_from_path: String,
     },
     /// Write the manifests of one part's buckets. Prints what it wrote as JSON.

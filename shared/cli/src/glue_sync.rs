@@ -60,9 +60,10 @@ pub struct Args {
     /// [default: none: those properties are ignored, with a warning].
     #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
     pub allowed_glue_databases: Option<String>,
-    /// The default Glue table name: folder (the folder's name) or path (the whole path
-    /// below the bucket, unique per location).
-    #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+    /// The default Glue table name: folder (the folder's name), path (the whole path below
+    /// the bucket) or unique-path (the path, plus a digest when it is not plain lower-case
+    /// letters and digits, so no two locations of a bucket share a name).
+    #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
     pub table_name_from_path: String,
     /// A new mirror of a table whose checkpoint holds more actions is bootstrapped in
     /// groups of about this many files, one group after another, from spill files in the

@@ -51,9 +51,10 @@ pub enum Function {
         /// [default: none: those properties are ignored, with a warning].
         #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
         allowed_glue_databases: Option<String>,
-        /// The default Glue table name: folder (the folder's name) or path (the whole path
-        /// below the bucket, unique per location).
-        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path"])]
+        /// The default Glue table name: folder (the folder's name), path (the whole path
+        /// below the bucket) or unique-path (the path, plus a digest when it is not plain
+        /// lower-case letters and digits, so no two locations of a bucket share a name).
+        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
         table_name_from_path: String,
         /// As in glue-sync.
         #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
@@ -122,6 +123,11 @@ pub enum Function {
         /// "token" field).
         #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
         uc_token_secret_arn: Option<String>,
+        /// Run as a function invocation with this many seconds (the function's Timeout): no
+        /// table starts near the end, one still running is cut off (rolled back) and retried
+        /// [default: no deadline].
+        #[arg(long)]
+        timeout_seconds: Option<u64>,
     },
     /// The unity-register function: S3, SQS or EventBridge events announcing Delta commits;
     /// each announced table is registered in Unity Catalog. Prints the function's response
@@ -209,6 +215,7 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
             postgres_password_secret_arn,
             unity,
             uc_token_secret_arn,
+            timeout_seconds,
         } => {
             let config = LakebaseSyncConfig {
                 config: match (lakebase_config, lakebase_config_uri) {
@@ -231,7 +238,7 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
             };
             let secrets = LakebaseSyncFunction::needs_secrets(&config).then(|| secrets(context));
             let function = LakebaseSyncFunction::new(config, context.stores.clone(), secrets);
-            let response = lakebase_sync::handle(&function, lambda_event(&event, None)?)
+            let response = lakebase_sync::handle(&function, lambda_event(&event, timeout_seconds)?)
                 .await
                 .map_err(Error::Function)?;
             Ok(serde_json::to_string(&response)?)

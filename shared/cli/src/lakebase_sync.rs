@@ -40,9 +40,18 @@ pub struct Args {
     /// sync.interval: how often a scheduled deployment syncs, e.g. "15 minutes".
     #[arg(long)]
     pub interval: Option<String>,
-    /// postgres://user[:password]@host:port/database?sslmode=verify-full
+    /// postgres://user[:password]@host:port/database?sslmode=verify-full (the default
+    /// sslmode: the server's certificate and name are checked before the password is sent).
     #[arg(long, env = "POSTGRES_URL", hide_env_values = true)]
     pub postgres_url: Option<String>,
+    /// The CA of the server's certificate as PEM text, for verify-full [default: the URL's
+    /// sslrootcert, PGSSLROOTCERT, else the system's roots].
+    #[arg(long, env = "POSTGRES_CA_PEM", hide_env_values = true)]
+    pub postgres_ca_pem: Option<String>,
+    /// Allow an sslmode that does not verify the server (disable, allow, prefer, require):
+    /// the password and the rows may reach whoever answers [default: refused].
+    #[arg(long, env = "POSTGRES_ALLOW_INSECURE")]
+    pub postgres_allow_insecure: bool,
     /// Sync up to this Delta version instead of the newest (every table).
     #[arg(long)]
     pub to_version: Option<i64>,
@@ -65,14 +74,9 @@ pub async fn run(context: &Context, args: Args) -> Result<String> {
         table.show_values = args.show_values;
     }
     let uc = args.unity.client()?;
-    sync_tables(
-        context,
-        &tables,
-        args.postgres_url.as_deref(),
-        args.to_version,
-        uc.as_ref(),
-    )
-    .await
+    let connection = Connection::new(args.postgres_url.as_deref(), None, &environment)?
+        .verified(args.postgres_ca_pem.clone(), args.postgres_allow_insecure)?;
+    sync_tables(context, &tables, connection, args.to_version, uc.as_ref()).await
 }
 
 /// The one table the flags describe.
@@ -110,11 +114,10 @@ fn one_table(args: &Args) -> Result<Vec<SyncedTable>> {
 async fn sync_tables(
     context: &Context,
     tables: &[SyncedTable],
-    postgres_url: Option<&str>,
+    connection: Connection,
     to_version: Option<i64>,
     unity: Option<&UnityCatalog>,
 ) -> Result<String> {
-    let connection = Connection::new(postgres_url, None, &environment)?;
     let mut client = connection.connect().await?;
     let mut lines = Vec::new();
     let mut first_error = None;

@@ -32,6 +32,16 @@ pub use error::{Error, Result};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Comma-separated s3://bucket/prefix roots whose files a table's log may name besides
+    /// its own (a shallow clone's source); any other path outside a table's root is refused
+    /// [default: none].
+    #[arg(
+        long,
+        global = true,
+        env = "ALLOWED_EXTERNAL_ROOTS",
+        value_delimiter = ','
+    )]
+    allowed_external_roots: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -48,6 +58,7 @@ enum Command {
     /// hidden _… or .… folders, nor key=value partition folders) and mirror each, with a
     /// progress bar on a terminal (plain lines otherwise), a summary table at the end, and
     /// exit status 1 when any table failed. --dry-run lists them and their Glue names.
+    #[command(about = "Mirror a Delta table (or a prefix's tables) to Iceberg in AWS Glue")]
     GlueSync(glue_sync::Args),
     /// Prove that a mirror equals its Delta table at a version, from metadata alone (the
     /// Delta log, the Iceberg metadata, manifest list and manifests; no data rows): the
@@ -58,6 +69,7 @@ enum Command {
     ///
     /// The last line on stdout is a JSON report listing each difference. Exit status: 0 equal,
     /// 1 a difference (drift), 2 could not verify (no mirror, no such version, a read failed).
+    #[command(about = "Prove a mirror equal to its Delta table, from metadata alone")]
     Verify(verify::Args),
     /// Which mirrors are behind or failing: one line per mirror in the Glue database (a
     /// Glue Iceberg table whose metadata names its Delta table): the Delta version it holds
@@ -67,6 +79,7 @@ enum Command {
     ///
     /// States: caught-up, behind, source-missing (the Delta log is gone), unreadable.
     /// Reading the dead-letter queue is a peek: the messages stay in it, visible to others.
+    #[command(about = "Which mirrors of a Glue database are behind or failing")]
     Status(status::Args),
     /// Copy Delta tables into PostgreSQL (Databricks Lakebase or any PostgreSQL 14+) for
     /// low-latency reads: all tables of a TOML config file (--config), or one table given by
@@ -78,9 +91,11 @@ enum Command {
     /// transaction. One JSON report line per table on stdout.
     ///
     /// Connection: --postgres-url, else the libpq environment (PGHOST, PGPORT, PGUSER,
-    /// PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT). sslmode require encrypts,
-    /// verify-full also checks the server's certificate and name. A Lakebase OAuth token works
-    /// as the password. The password never appears in output.
+    /// PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT). sslmode verify-full (the default)
+    /// checks the server's certificate and name before the password is sent; any other mode
+    /// needs --postgres-allow-insecure. A Lakebase OAuth token works as the password. The
+    /// password never appears in output.
+    #[command(about = "Copy Delta tables into PostgreSQL (Lakebase), by primary key")]
     LakebaseSync(lakebase_sync::Args),
     /// Register a Delta table in Unity Catalog as an EXTERNAL DELTA table (columns from the
     /// Delta schema, partition columns, the Delta table properties), or bring its entry in
@@ -89,6 +104,7 @@ enum Command {
     /// re-run and to run concurrently. The Delta table properties lakemirror.unity.catalog,
     /// .schema and .table choose the name; lakemirror.unity.enabled=false opts out.
     /// The last line on stdout is a JSON report.
+    #[command(about = "Register a Delta table in Unity Catalog")]
     UnityRegister(unity_register::Args),
     /// Bootstrap one very large mirror in parts that run in parallel (processes here, a
     /// Step Functions Distributed Map in AWS): `plan` fixes the Delta version, the Glue
@@ -99,12 +115,14 @@ enum Command {
     ///   lakemirror fan-out plan --table-uri s3://lake/t --glue-database db --parts 8 > plan.json
     ///   for p in $(seq 0 7); do lakemirror fan-out part --plan plan.json --part $p & done; wait
     ///   lakemirror fan-out finish --plan plan.json
+    #[command(about = "Bootstrap one very large mirror in parallel parts")]
     FanOut {
         #[command(subcommand)]
         step: fan_out::Step,
     },
-    /// Run a Lambda function's handler in this process on an event file: the same code
+    /// Run a Lambda function's handler here on an event file: the same code
     /// the deployed function runs, without Docker or `sam local`.
+    #[command(about = "Run a Lambda function's handler here on an event file")]
     Invoke {
         #[command(subcommand)]
         function: invoke::Function,
@@ -149,7 +167,8 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let aws = config::load().await;
     let context = Context {
-        stores: config::object_stores(&aws, &environment),
+        stores: config::object_stores(&aws, &environment)
+            .with_external_roots(cli.allowed_external_roots.clone()),
         aws,
     };
     let outcome = match cli.command {
@@ -169,6 +188,34 @@ async fn main() -> ExitCode {
         Err(e) => {
             e.print();
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_top_level_help_gives_each_command_one_line() {
+        let help = Cli::command().term_width(100).render_help().to_string();
+        let listed: Vec<&str> = help
+            .lines()
+            .skip_while(|line| !line.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|line| !line.trim().is_empty())
+            .collect();
+        let commands = Cli::command().get_subcommands().count();
+        // Each command and `help`, one line each.
+        assert_eq!(listed.len(), commands + 1, "{help}");
+        for mut command in Cli::command().get_subcommands().cloned() {
+            let long = command.render_long_help().to_string();
+            assert!(
+                long.lines().count() > 4,
+                "{} --help explains more",
+                command.get_name()
+            );
         }
     }
 }

@@ -7,6 +7,7 @@
 //! a 64-bit roaring bitmap in the portable format. Parsing is pure; [`read_positions`]
 //! fetches the bytes.
 
+use lakemirror_storage::LogPath;
 use std::io::Cursor;
 
 use roaring::RoaringTreemap;
@@ -47,14 +48,13 @@ pub async fn read_positions(
             relative,
             offset,
         } => {
-            let location = if relative {
-                store.location(&path)
-            } else {
-                path
-            };
-            if !store.holds(&location) {
-                return Err(bad(format!("{location} is outside the table's storage")));
+            let location = match relative {
+                true => store
+                    .scope()
+                    .resolve_decoded(LogPath::DeletionVector, &path),
+                false => store.scope().resolve(LogPath::DeletionVector, &path),
             }
+            .map_err(bad)?;
             let block = store
                 .get_range(&location, offset..offset + dv.stored_len())
                 .await?;

@@ -21,5 +21,6 @@ pub mod test_tables;
 
 pub use actions::{Add, DeltaCommit, Metadata, Protocol, Remove};
 pub use error::{Error, Result};
+pub use lakemirror_storage::{LogPath, TableScope};
 pub use log::{CommitsSince, DeltaLog, DeltaSnapshot, TableDefinition};
 pub use replay::{ActiveFileSet, FileAction, FileFilter};

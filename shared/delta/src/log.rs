@@ -667,11 +667,11 @@ impl DeltaLog {
                 .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
         }
         for path in sidecars {
-            let sidecar = if path.contains("://") {
-                path
-            } else {
-                self.log_file(&format!("_sidecars/{path}"))
-            };
+            let sidecar = self
+                .table
+                .scope()
+                .resolve(crate::LogPath::Sidecar, &path)
+                .map_err(|why| self.malformed(why))?;
             let (bytes, _) = self.table.get(&sidecar).await?;
             for_each_checkpoint_action(bytes, |line| {
                 apply(line);

@@ -139,22 +139,26 @@ impl Lakehouse {
                 "Glue table {full} exists but is not an Iceberg table lakemirror can continue; choose another Glue table name or delete it"
             )));
         };
-        let store = if metadata_store.holds(&location) {
-            metadata_store.clone()
-        } else {
-            self.stores.open(&location, counters.clone())?
-        };
-        let bytes = match store.get_if_exists(&location).await? {
+        // Only metadata in this table's own metadata folder is continued: a metadata file
+        // anywhere else (another table's folder, which its writer controls) proves nothing,
+        // whatever properties it holds.
+        let own_folder = format!("{}/metadata", metadata_store.root_uri());
+        if !metadata_store.scope().root_holds(&location)
+            || !location.starts_with(&format!("{own_folder}/"))
+        {
+            let other = location
+                .split_once("/_lakemirror/iceberg/metadata/")
+                .map_or("a table lakemirror did not create here", |(table, _)| table);
+            return Err(Error::CatalogState(format!(
+                "Glue table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another Glue table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the Glue table; nothing was written"
+            )));
+        }
+        let bytes = match metadata_store.get_if_exists(&location).await? {
             Some(bytes) => bytes,
             // Our own metadata, gone with the Delta table's folder: the mirror is lost, and
             // the sync writes it anew (or reports the Delta table missing).
-            None if metadata_store.contains(&location) => {
-                return Ok(table(None, Some(location), Some(entry)));
-            }
             None => {
-                return Err(Error::CatalogState(format!(
-                    "Glue table {full} points at metadata {location}, which does not exist; choose another Glue table name or delete it"
-                )));
+                return Ok(table(None, Some(location), Some(entry)));
             }
         };
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {

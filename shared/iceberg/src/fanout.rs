@@ -23,7 +23,7 @@ use lakemirror_delta::{
 use lakemirror_plan::layout::{FanOutPart, bucket_count_for};
 use lakemirror_plan::target::{NamedBy, TargetProperties};
 use lakemirror_plan::{data_file_location, plan_full_taking};
-use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
+use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage};
 
 use crate::catalog::Lakehouse;
 use crate::error::{Error, Result};
@@ -122,7 +122,7 @@ pub async fn plan(
     let (target, named_by) =
         target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
     let delta_version = snapshot.version;
-    let empty = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let empty = plan_full_taking(data.scope(), None, snapshot)?;
     let format_version = match empty.format_version.unwrap_or(request.format_version) {
         FormatVersion::V3 => 3,
         _ => 2,
@@ -155,13 +155,13 @@ pub async fn run_part(
 ) -> Result<PartWritten> {
     let part = plan.part(part)?;
     let (data, metadata_store) = plan.stores(stores, &counters)?;
-    let root = data.root_uri().to_string();
+    let scope = data.scope().clone();
     let owned = FileFilter::adds(move |path| {
         // A path the plan refuses is kept, so that the plan reports it.
-        data_file_location(&root, path).map_or(true, |location| part.owns(&location))
+        data_file_location(&scope, path).map_or(true, |location| part.owns(&location))
     });
     let snapshot = read_version(&data, plan, owned).await?;
-    let planned = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let planned = plan_full_taking(data.scope(), None, snapshot)?;
     let writer =
         MetadataWriter::new(metadata_store, data).with_format_version(plan.format_version());
     let written = writer.stage_part(planned, &part).await?;
@@ -187,7 +187,7 @@ pub async fn finish(
     let started = Instant::now();
     let (data, metadata_store) = plan.stores(&lake.stores, &counters)?;
     let snapshot = read_version(&data, plan, FileFilter::new(|_| false)).await?;
-    let definition = plan_full_taking(data.root_uri(), None, snapshot)?;
+    let definition = plan_full_taking(data.scope(), None, snapshot)?;
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(plan.format_version());
     let staged = writer
@@ -275,8 +275,8 @@ pub const BOOTSTRAP_GROUP_FILES: u64 = 250_000;
 /// its spill, planned and written as one part of a fan-out, and one snapshot of all groups
 /// is staged as a new table.
 pub struct GroupedBootstrap {
-    /// The Delta table's root URI.
-    root: String,
+    /// The Delta table's root and what its log may name.
+    scope: TableScope,
     /// The table at the version, without its files.
     snapshot: DeltaSnapshot,
     spill: SpillDir,
@@ -306,7 +306,7 @@ impl GroupedBootstrap {
             .unwrap_or(u32::MAX)
             .clamp(1, buckets);
         let spill = SpillDir::new(groups)?;
-        let root = log.table().root_uri().to_string();
+        let scope = log.table().scope().clone();
         let writers = spill.writers.clone();
         let failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
         let failed = failure.clone();
@@ -318,7 +318,7 @@ impl GroupedBootstrap {
                 part: 0,
                 parts: groups,
             };
-            let group = data_file_location(&root, action.path())
+            let group = data_file_location(&scope, action.path())
                 .map_or(0, |location| layout.part_of(&location));
             let line = match action {
                 FileAction::Add(add) => serde_json::to_vec(&SpilledRef::Add(add)),
@@ -364,7 +364,7 @@ impl GroupedBootstrap {
             "read the log for a bootstrap in groups"
         );
         Ok(Self {
-            root: log.table().root_uri().to_string(),
+            scope: log.table().scope().clone(),
             snapshot,
             spill,
             files,
@@ -386,7 +386,7 @@ impl GroupedBootstrap {
         let snapshot_id = new_snapshot_id();
         let started = Instant::now();
         let groups = (0..self.groups).map(|group| {
-            let root = self.root.clone();
+            let scope = self.scope.clone();
             let mut snapshot = self.snapshot.clone();
             let spill = self.spill.dir.clone();
             let writer = writer.clone();
@@ -397,13 +397,14 @@ impl GroupedBootstrap {
                 parts: self.groups,
             };
             async move {
-                tokio::spawn(async move {
+                let mut task = AbortOnDrop(tokio::spawn(async move {
                     replay(&spill, group, &mut snapshot.active)?;
-                    let planned = plan_full_taking(&root, None, snapshot)?;
+                    let planned = plan_full_taking(&scope, None, snapshot)?;
                     writer.stage_part(planned, &part).await
-                })
-                .await
-                .map_err(|e| Error::Bug(format!("group {group} of the bootstrap stopped: {e}")))?
+                }));
+                (&mut task.0).await.map_err(|e| {
+                    Error::Bug(format!("group {group} of the bootstrap stopped: {e}"))
+                })?
             }
         });
         let mut done = 0;
@@ -419,7 +420,7 @@ impl GroupedBootstrap {
                 "wrote a group of the bootstrap"
             );
         }
-        let definition = plan_full_taking(&self.root, None, self.snapshot.clone())?;
+        let definition = plan_full_taking(&self.scope, None, self.snapshot.clone())?;
         let staged = writer
             .stage_parts(definition, snapshot_id, self.buckets, self.groups)
             .await?;
@@ -430,6 +431,17 @@ impl GroupedBootstrap {
             "staged the bootstrap in groups"
         );
         Ok(staged)
+    }
+}
+
+/// A spawned task that is aborted when this is dropped: a bootstrap cut off at the
+/// invocation's deadline (its future dropped) stops its groups instead of leaving them
+/// writing after the function answered.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -535,6 +547,19 @@ async fn read_version(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_group_task_dropped_with_its_bootstrap_is_aborted() {
+        let (held, released) = tokio::sync::oneshot::channel::<()>();
+        let task = AbortOnDrop(tokio::spawn(async move {
+            let _held = held;
+            std::future::pending::<()>().await
+        }));
+        drop(task);
+        // The task is gone, and what it held with it (a hang guard, not a timing check).
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), released).await;
+        assert!(matches!(outcome, Ok(Err(_))), "{outcome:?}");
+    }
 
     fn plan(parts: u32, buckets: u32) -> FanOutPlan {
         FanOutPlan {

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use lakemirror_delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use lakemirror_plan::expiry::expiring_plans;
 use lakemirror_plan::history::{HistoryPolicy, merge_thinned};
+use lakemirror_plan::partition::is_avro_name;
 use lakemirror_plan::properties::RETENTION_PROPERTY;
 use lakemirror_plan::target::{
     NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
-    default_table_name, path_table_name,
+    default_table_name, path_table_name, unique_path_table_name,
 };
 use lakemirror_plan::{
     CommittedTable, IcebergView, SnapshotPlan, plan_commits, plan_full, plan_full_taking,
@@ -157,6 +158,7 @@ pub fn target_defaults(request: &GlueSyncRequest) -> TargetDefaults {
         table: match request.name_from {
             NameFrom::Folder => default_table_name(&request.table_uri),
             NameFrom::Path => path_table_name(&request.table_uri),
+            NameFrom::UniquePath => unique_path_table_name(&request.table_uri),
         },
         explicit_table: request.table.clone(),
         allowed_databases: request.allowed_databases.clone(),
@@ -410,11 +412,24 @@ async fn plan(
         return rebuild(log, request, None, None, None, history).await;
     };
     let view = current.view()?;
+    let spec = current.metadata.default_partition_spec();
+    if let Some(field) = spec.fields().iter().find(|f| !is_avro_name(&f.name)) {
+        let reason = format!(
+            "partition field {:?} is not a valid Avro name, which DuckDB and the Apache Avro libraries refuse in a manifest: the mirror is written again with valid names",
+            field.name
+        );
+        let format_version = Some(current.metadata.format_version());
+        return rebuild(log, request, None, Some(reason), format_version, None).await;
+    }
     let Some(synced) = view.delta_version else {
         let snapshot = log.snapshot(to_version).await?;
         let metadata = snapshot.metadata().cloned();
         return Ok(Planned::grown(
-            vec![plan_full_taking(root, Some(&view), snapshot)?],
+            vec![plan_full_taking(
+                log.table().scope(),
+                Some(&view),
+                snapshot,
+            )?],
             metadata.as_ref(),
         ));
     };
@@ -456,32 +471,34 @@ async fn plan(
         return Ok(Planned::default());
     }
     match commits? {
-        Some(CommitsSince::Contiguous(commits)) => match plan_commits(root, &view, &commits) {
-            Ok(plans) => {
-                let policy = history_policy(request, Some(current), &plans);
-                Ok(Planned::grown(
-                    written_plans(plans, &policy, Some(current)),
-                    commits.iter().rev().find_map(|c| c.metadata.as_ref()),
-                ))
+        Some(CommitsSince::Contiguous(commits)) => {
+            match plan_commits(log.table().scope(), &view, &commits) {
+                Ok(plans) => {
+                    let policy = history_policy(request, Some(current), &plans);
+                    Ok(Planned::grown(
+                        written_plans(plans, &policy, Some(current)),
+                        commits.iter().rev().find_map(|c| c.metadata.as_ref()),
+                    ))
+                }
+                Err(lakemirror_plan::Error::RebuildNeeded {
+                    from_version,
+                    reason,
+                    ..
+                }) => {
+                    let format_version = Some(current.metadata.format_version());
+                    rebuild(
+                        log,
+                        request,
+                        Some(from_version),
+                        Some(reason),
+                        format_version,
+                        None,
+                    )
+                    .await
+                }
+                Err(e) => Err(e.into()),
             }
-            Err(lakemirror_plan::Error::RebuildNeeded {
-                from_version,
-                reason,
-                ..
-            }) => {
-                let format_version = Some(current.metadata.format_version());
-                rebuild(
-                    log,
-                    request,
-                    Some(from_version),
-                    Some(reason),
-                    format_version,
-                    None,
-                )
-                .await
-            }
-            Err(e) => Err(e.into()),
-        },
+        }
         Some(CommitsSince::Gap { first_available }) => {
             tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
             checked_full(log, read, current, &view, synced, request, identity).await
@@ -544,7 +561,7 @@ async fn checked_full(
     }
     match reason {
         Some(reason) => rebuild(log, request, None, Some(reason), format_version, None).await,
-        None => match plan_full(root, Some(view), &snapshot) {
+        None => match plan_full(log.table().scope(), Some(view), &snapshot) {
             Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
                 rebuild(
                     log,
@@ -589,7 +606,7 @@ async fn rebuild(
         let window_full =
             history.commits.len() + 1 >= usize::try_from(versions).unwrap_or(usize::MAX);
         let newest_metadata = history.newest_metadata().cloned();
-        let mut first = plan_full_taking(root, None, history.base)?;
+        let mut first = plan_full_taking(log.table().scope(), None, history.base)?;
         // The mirror keeps its format version unless the Delta table asks for another.
         first.format_version = first.format_version.or(format_version);
         let view = IcebergView::of_new_table(&first).ok_or_else(|| {
@@ -598,7 +615,7 @@ async fn rebuild(
                 format!("version {start} has no schema to rebuild from"),
             )
         })?;
-        match plan_commits(root, &view, &history.commits) {
+        match plan_commits(log.table().scope(), &view, &history.commits) {
             Ok(rest) => {
                 let plans: Vec<SnapshotPlan> = std::iter::once(first).chain(rest).collect();
                 let policy = history_policy(request, None, &plans);

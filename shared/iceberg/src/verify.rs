@@ -150,7 +150,14 @@ pub async fn verify(
     let metadata = &committed.metadata;
     let chain: Vec<SnapshotVersion> = ancestry(metadata);
     let mut differences = check_history(&chain);
-    let version = match request.version.or_else(|| committed.delta_version()) {
+    // Another engine's snapshot on top (a pyiceberg add_files, an Athena INSERT) is a
+    // difference found by `check_history`; the newest mirrored version is still checked.
+    let newest_mirrored = chain.iter().find_map(|s| s.delta_version);
+    let version = match request
+        .version
+        .or_else(|| committed.delta_version())
+        .or(newest_mirrored)
+    {
         Some(version) => version,
         None => {
             return Err(Error::NotAMirror(format!(
@@ -229,7 +236,7 @@ pub async fn verify(
     if let Some(schema) = metadata.schema_by_id(snapshot.schema_id().unwrap_or_default()) {
         view.schema = schema.as_ref().clone();
     }
-    let plan = plan_full(data.root_uri(), Some(&view), &delta)?;
+    let plan = plan_full(data.scope(), Some(&view), &delta)?;
     if plan.schema.is_some() {
         differences.push(Difference::new(
             DifferenceKind::Schema,
@@ -322,6 +329,9 @@ pub struct SnapshotVersion {
     pub delta_version: Option<i64>,
     /// Its `lakemirror.delta.commit-hash`, when recorded.
     pub commit_hash: Option<u64>,
+    /// What its summary says it did (`operation=append, added-data-files=1, …`): names a
+    /// snapshot another engine committed.
+    pub summary: String,
 }
 
 /// The current snapshot and its ancestors still in the metadata, newest first.
@@ -337,7 +347,24 @@ fn ancestry(metadata: &iceberg::spec::TableMetadata) -> Vec<SnapshotVersion> {
             break;
         }
         let summary = &snapshot.summary().additional_properties;
+        let mut said: Vec<String> = vec![format!(
+            "operation={}",
+            snapshot.summary().operation.as_str()
+        )];
+        for key in [
+            "added-data-files",
+            "deleted-data-files",
+            "added-records",
+            "deleted-records",
+            "engine-name",
+            "engine-version",
+        ] {
+            if let Some(value) = summary.get(key) {
+                said.push(format!("{key}={value}"));
+            }
+        }
         chain.push(SnapshotVersion {
+            summary: said.join(", "),
             snapshot_id: snapshot.snapshot_id(),
             delta_version: summary.get(DELTA_VERSION).and_then(|v| v.parse().ok()),
             commit_hash: summary
@@ -360,8 +387,8 @@ pub fn check_history(chain: &[SnapshotVersion]) -> Vec<Difference> {
                 DifferenceKind::History,
                 None,
                 format!(
-                    "snapshot {} names no Delta version ({DELTA_VERSION}): someone else committed to the mirror",
-                    snapshot.snapshot_id
+                    "snapshot {} names no Delta version ({DELTA_VERSION}): another engine committed to the mirror ({}); the next glue-sync puts the Delta table's state back on top",
+                    snapshot.snapshot_id, snapshot.summary
                 ),
             ));
             continue;
@@ -661,6 +688,7 @@ mod tests {
             snapshot_id: id,
             delta_version: version,
             commit_hash: None,
+            summary: "operation=append".into(),
         }
     }
 

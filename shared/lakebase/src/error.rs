@@ -32,6 +32,11 @@ pub enum Error {
     #[error("{0}")]
     Connection(String),
 
+    /// A table's sync did not finish (or start) within the invocation's time; nothing of
+    /// it was changed, and it is retried.
+    #[error("{0}")]
+    OutOfTime(String),
+
     /// The target table is not in a state this sync can continue from.
     #[error("{0}")]
     Target(String),
@@ -90,6 +95,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Postgres { retryable, .. } => *retryable,
+            Error::OutOfTime(_) => true,
             Error::FixedBy { source, .. } => source.is_retryable(),
             Error::Storage(e) => e.is_retryable(),
             Error::Delta(e) => e.is_retryable(),

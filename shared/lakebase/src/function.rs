@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use lakemirror_storage::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
+use lakemirror_storage::uri::{AnnouncedTable, plain_location, table_prefixes};
 use lakemirror_storage::{Failures, IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::function::UnityConfig;
 
@@ -154,6 +154,30 @@ pub struct LakebaseOutcome {
     pub failures: Failures<Error>,
 }
 
+impl LakebaseOutcome {
+    /// A table the invocation's time did not reach: announced, its messages are delivered
+    /// again; due at a tick, it is due at the next one.
+    fn not_reached(&mut self, table: &SyncedTable, message_ids: &[String]) {
+        if message_ids.is_empty() {
+            self.skipped += 1;
+            return;
+        }
+        let error = Error::OutOfTime(format!(
+            "{}: not started, the invocation's time ran out; it is retried",
+            table.target
+        ));
+        self.failures
+            .record("target", &table.target.to_string(), message_ids, error);
+    }
+}
+
+/// No table's sync starts (after the first) when less than this is left before the
+/// invocation's deadline.
+pub const START_MARGIN: Duration = Duration::from_secs(10);
+/// A sync is cut off this long before the invocation's deadline, which leaves the time to
+/// answer.
+pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
+
 impl LakebaseSyncFunction {
     /// `secrets` reads the password, the CA and the Unity Catalog token when their secrets
     /// are configured.
@@ -180,9 +204,18 @@ impl LakebaseSyncFunction {
     }
 
     /// Syncs the tables `announced` names (commit events), or with none announced (a
-    /// schedule tick) the tables that are due; the others count as `skipped`. Every table
-    /// is tried.
-    pub async fn sync(&self, announced: &[AnnouncedTable]) -> Result<LakebaseOutcome> {
+    /// schedule tick) the tables that are due; the others count as `skipped`. Every table is
+    /// tried in turn, each under the invocation's `deadline`: none starts (after the first)
+    /// with less than [`START_MARGIN`] left, and one still running [`RESPONSE_MARGIN`] before
+    /// it is cut off (its transaction rolled back with the connection); the tables not
+    /// reached are retried (announced) or due at the next tick.
+    pub async fn sync(
+        &self,
+        announced: &[AnnouncedTable],
+        deadline: Option<SystemTime>,
+    ) -> Result<LakebaseOutcome> {
+        // A deadline already past as the invocation starts is not a real one.
+        let deadline = deadline.filter(|d| *d > SystemTime::now());
         let tables = self.tables().await?;
         let unity = match (
             &self.config.unity,
@@ -239,8 +272,43 @@ impl LakebaseSyncFunction {
             skipped: tables.len() - chosen.len(),
             ..LakebaseOutcome::default()
         };
-        for (table, message_ids) in &chosen {
-            match lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref()).await {
+        let mut chosen = chosen.iter().enumerate();
+        while let Some((n, (table, message_ids))) = chosen.next() {
+            let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+            if n > 0 && left.is_some_and(|left| left < START_MARGIN) {
+                outcome.not_reached(table, message_ids);
+                continue;
+            }
+            let sync = lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref());
+            let finished = match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
+                None => sync.await,
+                Some(budget) => match tokio::time::timeout(budget, sync).await {
+                    Ok(finished) => finished,
+                    Err(_) => {
+                        tracing::warn!(target = %table.target, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; it was rolled back and is retried");
+                        let error = Error::OutOfTime(format!(
+                            "{}: the sync did not finish within the {} s the invocation had left; it was rolled back (nothing changed) and is retried",
+                            table.target,
+                            budget.as_secs()
+                        ));
+                        outcome.failures.record(
+                            "target",
+                            &table.target.to_string(),
+                            message_ids,
+                            error,
+                        );
+                        // The session is mid-transaction: closing it rolls back, and no
+                        // other table can use it.
+                        drop(client);
+                        for (_, (table, message_ids)) in chosen.by_ref() {
+                            outcome.not_reached(table, message_ids);
+                        }
+                        outcome.failures.log();
+                        return Ok(outcome);
+                    }
+                },
+            };
+            match finished {
                 Ok(report) => {
                     tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
                     reverse_sync_metrics(&report).emit();
@@ -271,19 +339,21 @@ impl LakebaseSyncFunction {
             }
             ConfigSource::Text(text) => parse_config(text, "LAKEBASE_CONFIG")?,
             ConfigSource::Object(uri) => {
+                let plain = plain_location(uri)
+                    .map_err(|why| Error::Config(format!("LAKEBASE_CONFIG_URI {why}")))?;
                 if let Some(prefix) = self
                     .config
                     .table_prefixes
                     .iter()
-                    .find(|p| canonical_uri(uri).starts_with(&canonical_uri(p)))
+                    .find(|p| plain.starts_with(&canonical_uri(p)))
                 {
                     return Err(Error::Config(format!(
                         "LAKEBASE_CONFIG_URI {uri} lies under {prefix} (TABLE_PREFIXES), where whoever writes Delta tables may write it: keep the config where only the stack's owners can"
                     )));
                 }
-                let (parent, _) = uri.rsplit_once('/').unwrap_or((uri, ""));
+                let (parent, _) = plain.rsplit_once('/').unwrap_or((&plain, ""));
                 let store = self.stores.open(parent, Arc::new(IoCounters::default()))?;
-                let (bytes, _) = store.get(uri).await?;
+                let (bytes, _) = store.get(&plain).await?;
                 let text = std::str::from_utf8(&bytes).map_err(|e| {
                     Error::Config(format!("LAKEBASE_CONFIG_URI {uri} is not UTF-8: {e}"))
                 })?;

@@ -164,14 +164,15 @@ impl Connection {
         })
     }
 
-    /// As the deployed function connects: `verify-full` unless the URL says otherwise, the CA
-    /// from `ca_pem` when given, and never a mode that may fall back to plaintext (`disable`,
-    /// `allow`, `prefer`) unless `allow_insecure`.
+    /// As the function and the CLI connect: `verify-full` unless the URL says otherwise, the
+    /// CA from `ca_pem` when given, and never a mode that sends the password to a server it
+    /// has not verified (`disable`, `allow`, `prefer` may fall back to plaintext; `require`
+    /// encrypts to whoever answers) unless `allow_insecure`.
     pub fn verified(mut self, ca_pem: Option<String>, allow_insecure: bool) -> Result<Self> {
         let ssl = *self.ssl.get_or_insert(SslMode::VerifyFull);
-        if matches!(ssl, SslMode::Disable | SslMode::Prefer) && !allow_insecure {
+        if ssl != SslMode::VerifyFull && !allow_insecure {
             return Err(Error::Connection(format!(
-                "the PostgreSQL URL asks for an sslmode that may send the password and the rows in plaintext ({ssl:?}); use sslmode=verify-full (the default) or require, or allow it with POSTGRES_ALLOW_INSECURE=true (SAM PostgresAllowInsecure)"
+                "the PostgreSQL URL asks for sslmode {ssl:?}, which sends the password and the rows to a server lakemirror has not verified (in plaintext, or encrypted to whoever answers); use sslmode=verify-full (the default, with sslrootcert or POSTGRES_CA_PEM for a private CA), or allow it with POSTGRES_ALLOW_INSECURE=true (SAM PostgresAllowInsecure)"
             )));
         }
         if let Some(pem) = ca_pem {
@@ -414,17 +415,34 @@ impl std::fmt::Display for TableName {
     }
 }
 
-/// A PostgreSQL error as ours, with the server's detail (e.g. the duplicate key).
+/// A PostgreSQL error as ours, with the server's detail (e.g. the constraint broken). Errors
+/// about a row's data (SQLSTATE classes 22 and 23) never carry the row: PostgreSQL's detail
+/// (`Failing row contains (…)`) and a data exception's message quote its values, which would
+/// reach logs and failure records; the column is named instead.
 pub fn pg_error(doing: &str, e: tokio_postgres::Error) -> Error {
     let retryable = e.as_db_error().is_none_or(|db| {
         // serialization failure, deadlock, admin shutdown, too many connections
         matches!(db.code().code(), "40001" | "40P01" | "57P01" | "53300")
     });
     let message = match e.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{doing}: {} ({detail})", db.message()),
-            None => format!("{doing}: {}", db.message()),
-        },
+        Some(db) => {
+            let code = db.code().code();
+            let column = db
+                .column()
+                .map(|c| format!(" of column {c}"))
+                .unwrap_or_default();
+            match (code.get(..2), db.detail()) {
+                (Some("22"), _) => format!(
+                    "{doing}: PostgreSQL refused a value{column} (SQLSTATE {code}); the value is left out of this message"
+                ),
+                (Some("23"), _) => format!(
+                    "{doing}: {} (SQLSTATE {code}; the row's values are left out of this message)",
+                    db.message()
+                ),
+                (_, Some(detail)) => format!("{doing}: {} ({detail})", db.message()),
+                (_, None) => format!("{doing}: {}", db.message()),
+            }
+        }
         None => format!("{doing}: {e}"),
     };
     Error::Postgres { message, retryable }
@@ -476,24 +494,17 @@ mod tests {
     }
 
     #[test]
-    fn the_function_verifies_by_default_and_never_falls_back_to_plaintext_unless_allowed() {
+    fn connections_verify_by_default_and_never_send_the_password_unverified_unless_allowed() {
         let at = |url: &str| Connection::new(Some(url), None, &|_| None).unwrap();
         let default = at("postgres://app@db:5432/shop")
             .verified(None, false)
             .unwrap();
         assert_eq!(default.ssl(), SslMode::VerifyFull);
-        let required = at("postgres://app@db:5432/shop?sslmode=require");
-        assert_eq!(
-            required.verified(None, false).unwrap().ssl(),
-            SslMode::Require
-        );
-        for mode in ["disable", "allow", "prefer"] {
+        for mode in ["disable", "allow", "prefer", "require"] {
             let url = format!("postgres://app@db:5432/shop?sslmode={mode}");
             let err = at(&url).verified(None, false).err().unwrap().to_string();
             assert!(err.contains("POSTGRES_ALLOW_INSECURE"), "{err}");
             assert!(at(&url).verified(None, true).is_ok(), "{mode}");
         }
-        // The CLI keeps libpq's default.
-        assert_eq!(at("postgres://app@db:5432/shop").ssl(), SslMode::Prefer);
     }
 }

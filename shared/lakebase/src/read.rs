@@ -6,26 +6,31 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, new_null_array};
-use arrow_schema::DataType;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Date32Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray, new_null_array,
+};
+use arrow_schema::{DataType, FieldRef, Schema, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use roaring::RoaringTreemap;
 
 use crate::copy::CopyColumn;
 use crate::error::{Error, Result};
-use crate::types::pg_type;
+use crate::types::{PgType, pg_type};
 use lakemirror_delta::deletion_vector::read_positions;
 use lakemirror_delta::schema::{DeltaField, parse_schema};
 use lakemirror_delta::{Add, Metadata};
 use lakemirror_plan::data_file_location;
+use lakemirror_plan::partition::{date_days, partition_timestamp_micros};
 use lakemirror_storage::TableStorage;
 
 /// One column of the target: what it is called, its types, where a file keeps it.
@@ -71,7 +76,7 @@ pub enum Rows {
 pub async fn deleted_positions(store: &TableStorage, add: &Add) -> Result<RoaringTreemap> {
     match &add.deletion_vector {
         Some(dv) => {
-            let location = data_file_location(store.root_uri(), &add.path)?;
+            let location = data_file_location(store.scope(), &add.path)?;
             Ok(read_positions(store, &location, dv).await?)
         }
         None => Ok(RoaringTreemap::new()),
@@ -95,7 +100,7 @@ pub async fn read_file(
     {
         return Ok(futures::stream::empty().boxed());
     }
-    let location = data_file_location(store.root_uri(), &add.path)?;
+    let location = data_file_location(store.scope(), &add.path)?;
     // Positions to keep (`true`) or drop (`false`).
     let filter = match rows {
         Rows::Live if add.deletion_vector.is_some() => {
@@ -110,14 +115,23 @@ pub async fn read_file(
         Ok(size) if size > 0 => size,
         _ => store.head(&location).await?.size,
     };
-    let file = RangedParquet {
+    let mut file = RangedParquet {
         store: store.clone(),
         location: location.clone(),
         size,
     };
-    let batches = ParquetRecordBatchStreamBuilder::new(file)
+    let read = ArrowReaderMetadata::load_async(&mut file, ArrowReaderOptions::new())
         .await
-        .map_err(|e| parquet_error(&location, e))?
+        .map_err(|e| parquet_error(&location, e))?;
+    let read = match int96_as_micros(&read) {
+        Some(schema) => ArrowReaderMetadata::try_new(
+            read.metadata().clone(),
+            ArrowReaderOptions::new().with_schema(schema),
+        )
+        .map_err(|e| parquet_error(&location, e))?,
+        None => read,
+    };
+    let batches = ParquetRecordBatchStreamBuilder::new_with_metadata(file, read)
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| parquet_error(&location, e))?;
@@ -144,6 +158,50 @@ pub async fn read_file(
                 .collect::<Result<Vec<_>>>()
         })
         .boxed())
+}
+
+/// The file's Arrow schema with its INT96 timestamp columns read as microseconds, when it
+/// has any. Arrow reads INT96 as nanoseconds by default, which hold only the years 1677 to
+/// 2262: older Spark and Databricks wrote INT96, and a year 0099 or 1582 value would wrap
+/// around; Delta readers read INT96 as microseconds, as PostgreSQL holds them.
+fn int96_as_micros(read: &ArrowReaderMetadata) -> Option<SchemaRef> {
+    let int96: Vec<&str> = read
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .filter(|c| c.physical_type() == PhysicalType::INT96)
+        .filter_map(|c| match c.path().parts() {
+            [name] => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    if int96.is_empty() {
+        return None;
+    }
+    let schema = read.schema();
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, None)
+                if int96.contains(&field.name().as_str()) =>
+            {
+                Arc::new(
+                    field
+                        .as_ref()
+                        .clone()
+                        .with_data_type(DataType::Timestamp(TimeUnit::Microsecond, None)),
+                )
+            }
+            _ => field.clone(),
+        })
+        .collect();
+    Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
 }
 
 /// Bytes read from a data file's end at first: its footer is rarely bigger.
@@ -235,6 +293,9 @@ fn column_of(batch: &RecordBatch, column: &SourceColumn, add: &Add) -> Result<Ar
     let target = column.copy.pg.arrow();
     if column.partition {
         let value = add.partition_value(&column.physical_name);
+        if let Some(array) = temporal_partition(value, column, rows)? {
+            return Ok(array);
+        }
         let strings: ArrayRef = Arc::new(StringArray::from(vec![value; rows]));
         return cast_to(&strings, target.as_ref(), &column.copy.name);
     }
@@ -255,6 +316,43 @@ fn column_of(batch: &RecordBatch, column: &SourceColumn, add: &Add) -> Result<Ar
         // A column added after this file was written.
         None => Ok(new_null_array(&target.unwrap_or(DataType::Null), rows)),
     }
+}
+
+/// A date or timestamp partition value as the mirror reads it (plan::partition): any year
+/// Delta allows, `-0001-01-01 00:00:00` too, which Arrow's string cast refuses. None for
+/// other types. An empty value is null, as the protocol says.
+fn temporal_partition(
+    value: Option<&str>,
+    column: &SourceColumn,
+    rows: usize,
+) -> Result<Option<ArrayRef>> {
+    let value = value.filter(|v| !v.is_empty());
+    let bad = |what: &str| {
+        Error::Rows(format!(
+            "partition column {}: value {:?} is not a valid {what}",
+            column.copy.name,
+            value.unwrap_or_default()
+        ))
+    };
+    Ok(Some(match &column.copy.pg {
+        PgType::Date => {
+            let days = value
+                .map(|v| date_days(v).ok_or_else(|| bad("date")))
+                .transpose()?;
+            Arc::new(Date32Array::from(vec![days; rows]))
+        }
+        PgType::Timestamp | PgType::Timestamptz => {
+            let micros = value
+                .map(|v| partition_timestamp_micros(v).ok_or_else(|| bad("timestamp")))
+                .transpose()?;
+            let zone = match column.copy.pg {
+                PgType::Timestamptz => Some("+00:00"),
+                _ => None,
+            };
+            Arc::new(TimestampMicrosecondArray::from(vec![micros; rows]).with_timezone_opt(zone))
+        }
+        _ => return Ok(None),
+    }))
 }
 
 fn cast_to(array: &ArrayRef, target: Option<&DataType>, column: &str) -> Result<ArrayRef> {

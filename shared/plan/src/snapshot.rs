@@ -17,9 +17,8 @@ use lakemirror_delta::actions::{
     Add, Metadata, Protocol, deleted_file_retention_ms, num_records, unsupported_feature,
 };
 use lakemirror_delta::deletion_vector::DeletionVector;
-use lakemirror_delta::replay::decode_path;
 use lakemirror_delta::schema::parse_schema;
-use lakemirror_delta::{DeltaCommit, DeltaSnapshot};
+use lakemirror_delta::{DeltaCommit, DeltaSnapshot, LogPath, TableScope};
 
 /// What the planner needs to know of the Iceberg table as it is now.
 #[derive(Debug, Clone)]
@@ -105,31 +104,31 @@ pub struct SnapshotPlan {
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
 /// version was cleaned up: the whole active file set at `snapshot.version`.
 pub fn plan_full(
-    root_uri: &str,
+    scope: &TableScope,
     current: Option<&IcebergView>,
     snapshot: &DeltaSnapshot,
 ) -> Result<SnapshotPlan> {
-    plan_full_of(root_uri, current, snapshot, snapshot.active.files.values())
+    plan_full_of(scope, current, snapshot, snapshot.active.files.values())
 }
 
 /// [`plan_full`], letting go of each Delta add as its planned file is made: a bootstrap
 /// never holds both forms of every file.
 pub fn plan_full_taking(
-    root_uri: &str,
+    scope: &TableScope,
     current: Option<&IcebergView>,
     mut snapshot: DeltaSnapshot,
 ) -> Result<SnapshotPlan> {
     let files = std::mem::take(&mut snapshot.active.files);
-    plan_full_of(root_uri, current, &snapshot, files.into_values())
+    plan_full_of(scope, current, &snapshot, files.into_values())
 }
 
 fn plan_full_of(
-    root_uri: &str,
+    scope: &TableScope,
     current: Option<&IcebergView>,
     snapshot: &DeltaSnapshot,
     files: impl Iterator<Item = impl std::borrow::Borrow<Add>>,
 ) -> Result<SnapshotPlan> {
-    let table = root_uri;
+    let table = scope.root();
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(table, "no metaData or protocol action"));
     };
@@ -157,7 +156,7 @@ fn plan_full_of(
     let added = files
         .map(|add| {
             planned_file(
-                root_uri,
+                scope,
                 &schema,
                 &partitions,
                 &next.physical_names,
@@ -338,11 +337,11 @@ pub fn parse_format_version(value: &str) -> Option<FormatVersion> {
 
 /// Plans one snapshot per commit, each relative to the previous one.
 pub fn plan_commits(
-    root_uri: &str,
+    scope: &TableScope,
     current: &IcebergView,
     commits: &[DeltaCommit],
 ) -> Result<Vec<SnapshotPlan>> {
-    let table = root_uri;
+    let table = scope.root();
     let mut view = current.clone();
     let mut plans = Vec::with_capacity(commits.len());
     for commit in commits {
@@ -396,20 +395,12 @@ pub fn plan_commits(
         let added = commit
             .adds
             .iter()
-            .map(|add| {
-                planned_file(
-                    root_uri,
-                    &view.schema,
-                    &partitions,
-                    &view.physical_names,
-                    add,
-                )
-            })
+            .map(|add| planned_file(scope, &view.schema, &partitions, &view.physical_names, add))
             .collect::<Result<Vec<_>>>()?;
         let removed = commit
             .removes
             .iter()
-            .map(|r| data_file_location(root_uri, &r.path))
+            .map(|r| data_file_location(scope, &r.path))
             .collect::<Result<Vec<_>>>()?;
         let operation = match (added.is_empty(), removed.is_empty()) {
             _ if commit.is_rearrangement() => Operation::Replace,
@@ -617,13 +608,14 @@ fn zone_setting(metadata: &Metadata) -> Option<String> {
 }
 
 fn planned_file(
-    root_uri: &str,
+    scope: &TableScope,
     schema: &Schema,
     partitions: &PartitionReading,
     physical_names: &HashMap<i32, String>,
     add: &Add,
 ) -> Result<PlannedFile> {
-    let location = data_file_location(root_uri, &add.path)?;
+    let root_uri = scope.root();
+    let location = data_file_location(scope, &add.path)?;
     let partition = partitions
         .columns
         .iter()
@@ -650,33 +642,21 @@ fn planned_file(
 }
 
 /// The full location of a data file from its Delta path (URI-encoded, relative or absolute),
-/// decoded exactly once. Paths that climb out of the table root are refused.
-pub fn data_file_location(root_uri: &str, path: &str) -> Result<String> {
-    let decoded = decode_path(path);
-    let location = if decoded.contains("://") {
-        decoded
-    } else if let Some(absolute) = decoded.strip_prefix("file:") {
-        format!("file://{}", absolute.trim_start_matches("//"))
-    } else {
-        format!("{root_uri}/{}", decoded.trim_start_matches('/'))
-    };
-    let escapes = location
-        .split('/')
-        .any(|segment| segment == ".." || segment == ".");
-    if escapes || path.is_empty() {
-        return Err(Error::malformed(
-            root_uri,
-            format!("data file path {path:?} leaves the table root"),
-        ));
-    }
-    Ok(location)
+/// decoded exactly once. A path outside the table's root (and its allowed external roots) is
+/// refused: one table's log may not list or read another table's files.
+pub fn data_file_location(scope: &TableScope, path: &str) -> Result<String> {
+    scope
+        .resolve(LogPath::DataFile, path)
+        .map_err(|why| Error::malformed(scope.root(), why))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ROOT: &str = "s3://lake/t";
+    const ROOT_URI: &str = "s3://lake/t";
+    static ROOT: std::sync::LazyLock<TableScope> =
+        std::sync::LazyLock::new(|| TableScope::new(ROOT_URI));
     const SCHEMA: &str = r#"{\"type\":\"struct\",\"fields\":[{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}},{\"name\":\"p\",\"type\":\"date\",\"nullable\":true,\"metadata\":{}}]}"#;
 
     fn commit(version: i64, lines: &[String]) -> DeltaCommit {
@@ -712,7 +692,7 @@ mod tests {
 
     fn view_after_create() -> IcebergView {
         let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
-        let plan = plan_full(ROOT, None, &snapshot).unwrap();
+        let plan = plan_full(&ROOT, None, &snapshot).unwrap();
         let schema = plan.schema.unwrap();
         IcebergView {
             last_column_id: schema.highest_field_id(),
@@ -760,7 +740,7 @@ mod tests {
                 ],
             ),
         ];
-        let plan = plan_full(ROOT, None, &snapshot_of(&commits)).unwrap();
+        let plan = plan_full(&ROOT, None, &snapshot_of(&commits)).unwrap();
         assert_eq!(plan.delta_version, 1);
         assert!(plan.replace_all);
         assert_eq!(plan.operation, Operation::Append);
@@ -799,7 +779,7 @@ mod tests {
             ),
             commit(5, &[r#"{"commitInfo":{"timestamp":77}}"#.to_string()]),
         ];
-        let plans = plan_commits(ROOT, &view, &commits).unwrap();
+        let plans = plan_commits(&ROOT, &view, &commits).unwrap();
         let ops: Vec<_> = plans
             .iter()
             .map(|p| (p.delta_version, p.operation.clone()))
@@ -827,7 +807,7 @@ mod tests {
             r#"{\"name\":\"p\""#,
             r#"{\"name\":\"extra\",\"type\":\"string\",\"nullable\":true,\"metadata\":{}},{\"name\":\"p\""#,
         );
-        let plans = plan_commits(ROOT, &view, &[commit(1, &[metadata(&grown)])]).unwrap();
+        let plans = plan_commits(&ROOT, &view, &[commit(1, &[metadata(&grown)])]).unwrap();
         let schema = plans[0].schema.clone().expect("schema change");
         assert_eq!(
             schema.field_id_by_name("id"),
@@ -843,7 +823,7 @@ mod tests {
         );
         assert_eq!(schema.schema_id(), view.next_schema_id);
         // re-stating the same metadata is not a schema change
-        let same = plan_commits(ROOT, &view, &[commit(1, &[metadata(SCHEMA)])]).unwrap();
+        let same = plan_commits(&ROOT, &view, &[commit(1, &[metadata(SCHEMA)])]).unwrap();
         assert!(same[0].schema.is_none());
     }
 
@@ -863,7 +843,7 @@ mod tests {
                 )
         };
         let created = snapshot_of(&[commit(0, &[protocol(2, ""), cm_metadata("p")])]);
-        let plan = plan_full(ROOT, None, &created).unwrap();
+        let plan = plan_full(&ROOT, None, &created).unwrap();
         let schema = plan.schema.unwrap();
         let view = IcebergView {
             last_column_id: schema.highest_field_id(),
@@ -879,8 +859,12 @@ mod tests {
             partition_zone: None,
         };
         let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
-        let plans =
-            plan_commits(ROOT, &view, &[commit(1, &[cm_metadata("day"), add.into()])]).unwrap();
+        let plans = plan_commits(
+            &ROOT,
+            &view,
+            &[commit(1, &[cm_metadata("day"), add.into()])],
+        )
+        .unwrap();
         let schema = plans[0]
             .schema
             .as_ref()
@@ -893,7 +877,7 @@ mod tests {
         );
         // Without column mapping, another partition column is another partitioning.
         let err = plan_commits(
-            ROOT,
+            &ROOT,
             &view_after_create(),
             &[commit(
                 1,
@@ -926,7 +910,7 @@ mod tests {
             ),
             commit(2, &[protocol(2, ""), cm]),
         ];
-        let err = plan_commits(ROOT, &view_after_create(), &commits).unwrap_err();
+        let err = plan_commits(&ROOT, &view_after_create(), &commits).unwrap_err();
         assert!(
             matches!(&err, Error::RebuildNeeded { from_version: 2, reason, .. } if reason.contains("column mapping")),
             "{err}"
@@ -944,8 +928,8 @@ mod tests {
                 add("p=2021-01-03/b.parquet", "2021-01-03", false, true),
             ],
         )]);
-        let borrowed = plan_full(ROOT, None, &snapshot).unwrap();
-        let taken = plan_full_taking(ROOT, None, snapshot).unwrap();
+        let borrowed = plan_full(&ROOT, None, &snapshot).unwrap();
+        let taken = plan_full_taking(&ROOT, None, snapshot).unwrap();
         let files = |plan: &SnapshotPlan| {
             let mut files: Vec<String> = plan
                 .added
@@ -964,12 +948,12 @@ mod tests {
     #[test]
     fn a_history_planned_in_one_go_starts_from_the_view_of_its_first_plan() {
         let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
-        let first = plan_full(ROOT, None, &snapshot).unwrap();
+        let first = plan_full(&ROOT, None, &snapshot).unwrap();
         let view = IcebergView::of_new_table(&first).unwrap();
         assert_eq!(view.delta_version, Some(0));
         assert_eq!(view.partition_keys, vec!["p".to_string()]);
         let plans = plan_commits(
-            ROOT,
+            &ROOT,
             &view,
             &[commit(
                 1,
@@ -994,7 +978,7 @@ mod tests {
                 r#"{{"add":{{"path":"p=2024-01-01/f.parquet","partitionValues":{{"p":"2024-01-01"}},"size":10,"modificationTime":1,"dataChange":true,"deletionVector":{dv}}}}}"#
             ),
         ];
-        let plans = plan_commits(ROOT, &view, &[commit(1, &lines)]).unwrap();
+        let plans = plan_commits(&ROOT, &view, &[commit(1, &lines)]).unwrap();
         let added = &plans[0].added[0];
         assert_eq!(
             added.deletion_vector.as_ref().map(|d| d.cardinality),
@@ -1007,7 +991,7 @@ mod tests {
     fn unsupported_features_are_refused_naming_the_feature() {
         let view = view_after_create();
         let err = plan_commits(
-            ROOT,
+            &ROOT,
             &view,
             &[commit(1, &[protocol(3, r#""featureFromTheFuture""#)])],
         )
@@ -1021,7 +1005,7 @@ mod tests {
             &[protocol(3, r#""anotherFutureFeature""#), metadata(SCHEMA)],
         )]);
         assert!(
-            plan_full(ROOT, None, &snapshot)
+            plan_full(&ROOT, None, &snapshot)
                 .unwrap_err()
                 .to_string()
                 .contains("anotherFutureFeature")
@@ -1031,18 +1015,23 @@ mod tests {
     #[test]
     fn paths_decode_once_and_may_not_escape() {
         assert_eq!(
-            data_file_location(ROOT, "x=A%252FA/p.parquet").unwrap(),
+            data_file_location(&ROOT, "x=A%252FA/p.parquet").unwrap(),
             "s3://lake/t/x=A%2FA/p.parquet"
         );
         assert_eq!(
-            data_file_location(ROOT, "s3://other/abs%20olute.parquet").unwrap(),
-            "s3://other/abs olute.parquet"
-        );
-        assert_eq!(
-            data_file_location("file:///d/t", "file:/d/t/a.parquet").unwrap(),
+            data_file_location(&TableScope::new("file:///d/t"), "file:/d/t/a.parquet").unwrap(),
             "file:///d/t/a.parquet"
         );
-        assert!(data_file_location(ROOT, "../escape.parquet").is_err());
-        assert!(data_file_location(ROOT, "a/%2E%2E/b.parquet").is_err());
+        assert!(data_file_location(&ROOT, "../escape.parquet").is_err());
+        assert!(data_file_location(&ROOT, "a/%2E%2E/b.parquet").is_err());
+        let other = "s3://other/abs%20olute.parquet";
+        assert!(data_file_location(&ROOT, other).is_err());
+        let clones = ROOT
+            .clone()
+            .with_external_roots(&["s3://other".to_string()]);
+        assert_eq!(
+            data_file_location(&clones, other).unwrap(),
+            "s3://other/abs olute.parquet"
+        );
     }
 }

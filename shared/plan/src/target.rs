@@ -70,8 +70,14 @@ pub enum NameFrom {
     /// different folders collide: the second is refused, as its Glue table mirrors the first.
     #[default]
     Folder,
-    /// The whole path below the bucket (`sales_orders`): unique per location.
+    /// The whole path below the bucket (`sales_orders`). `a/b` and `a_b`, `Sales/x` and
+    /// `sales/x` still meet in one name: the second is refused.
     Path,
+    /// The whole path below the bucket, with a digest of the exact path appended when the
+    /// path is not plain lower-case letters and digits (`sales_orders`,
+    /// `team_a_orders__1f0c…`): never one name for two locations of a bucket, so no table
+    /// can squat another's name.
+    UniquePath,
 }
 
 impl std::str::FromStr for NameFrom {
@@ -81,8 +87,9 @@ impl std::str::FromStr for NameFrom {
         match value.trim() {
             "folder" => Ok(Self::Folder),
             "path" => Ok(Self::Path),
+            "unique-path" => Ok(Self::UniquePath),
             other => Err(format!(
-                "{other:?} is not a naming rule: use folder (the folder's name) or path (the whole path below the bucket)"
+                "{other:?} is not a naming rule: use folder (the folder's name), path (the whole path below the bucket) or unique-path (the path, with a digest when it is not plain, so no two locations share a name)"
             )),
         }
     }
@@ -119,7 +126,7 @@ impl TargetDefaults {
         let by_location = || {
             let named_by = match self.name_from {
                 NameFrom::Folder => NamedBy::Folder,
-                NameFrom::Path => NamedBy::Path,
+                NameFrom::Path | NameFrom::UniquePath => NamedBy::Path,
             };
             (
                 GlueTarget {
@@ -222,6 +229,33 @@ pub fn path_table_name(table_uri: &str) -> String {
     sanitized_name(path.trim_matches('/'))
 }
 
+/// A Glue table name no other location gets: [`path_table_name`] when the path below the
+/// bucket is plain (lower-case letters and digits, `/` between), else that name, `__` and 16
+/// hex digits of the SHA-256 of the exact URI. Plain names hold no `__`, digests differ per
+/// location, so two locations of one bucket never share a name (the same path in two buckets
+/// does: the second is refused, as with `path`).
+pub fn unique_path_table_name(table_uri: &str) -> String {
+    let name = path_table_name(table_uri);
+    let path = table_uri.split_once("://").map_or(table_uri, |(_, rest)| {
+        rest.split_once('/').map_or("", |(_, p)| p)
+    });
+    let plain = !path.is_empty()
+        && path.split('/').all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        });
+    if plain {
+        return name;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(table_uri.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let head: String = name.chars().take(200).collect();
+    format!("{head}__{hex}")
+}
+
 /// `raw` lower-cased, every character Glue rejects turned into `_`; `_` when empty.
 fn sanitized_name(raw: &str) -> String {
     let name: String = raw
@@ -245,6 +279,31 @@ fn sanitized_name(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unique_path_names_never_meet() {
+        assert_eq!(
+            unique_path_table_name("s3://lake/sales/orders"),
+            "sales_orders"
+        );
+        let names = [
+            "s3://lake/a/b",
+            "s3://lake/a_b",
+            "s3://lake/a__b",
+            "s3://lake/Sales/orders",
+            "s3://lake/sales/orders",
+            "s3://lake/sales-orders",
+            "s3://lake/sales.orders",
+        ]
+        .map(unique_path_table_name);
+        let distinct: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        assert!(names[1].starts_with("a_b__"), "{}", names[1]);
+        assert_eq!(
+            "unique-path".parse::<NameFrom>().unwrap(),
+            NameFrom::UniquePath
+        );
+    }
 
     fn metadata(configuration: &[(&str, &str)]) -> Metadata {
         Metadata {

@@ -14,6 +14,13 @@ pub enum Error {
     #[error("{location} {reason}")]
     Location { location: String, reason: String },
 
+    /// A location outside the table a store serves: one table's log naming another's
+    /// objects. Permanent.
+    #[error(
+        "{location} lies outside the table {root}: lakemirror reads a table's own objects only (and ALLOWED_EXTERNAL_ROOTS), writes below its root only; nothing was written"
+    )]
+    Outside { location: String, root: String },
+
     /// An object is larger than lakemirror reads into memory. Permanent.
     #[error(
         "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once; nothing was written. A Delta commit this large cannot be mirrored: split such operations into smaller commits"
@@ -53,7 +60,10 @@ impl Error {
                     | object_store::Error::PermissionDenied { .. }
                     | object_store::Error::Unauthenticated { .. }
             ),
-            Error::Location { .. } | Error::TooLarge { .. } | Error::Secret { .. } => false,
+            Error::Location { .. }
+            | Error::Outside { .. }
+            | Error::TooLarge { .. }
+            | Error::Secret { .. } => false,
         }
     }
 

@@ -25,4 +25,4 @@ pub use error::{Error, Result, with_causes};
 pub use failures::Failures;
 pub use stores::{ObjectStores, S3CredentialProvider, S3Options};
 pub use table::TableStorage;
-pub use uri::canonical_uri;
+pub use uri::{LogPath, TableScope, canonical_uri};

@@ -51,6 +51,8 @@ impl std::fmt::Debug for S3Options {
 #[derive(Clone, Debug)]
 pub struct ObjectStores {
     inner: Arc<Inner>,
+    /// `ALLOWED_EXTERNAL_ROOTS`: every table opened may read data files below these too.
+    external_roots: Arc<[String]>,
 }
 
 #[derive(Debug)]
@@ -85,7 +87,15 @@ impl ObjectStores {
                 backend,
                 buckets: Mutex::default(),
             }),
+            external_roots: Arc::new([]),
         }
+    }
+
+    /// The same stores, each table opened reading data files and deletion vectors below
+    /// `roots` as well as its own (`ALLOWED_EXTERNAL_ROOTS`: shallow clones' sources).
+    pub fn with_external_roots(mut self, roots: Vec<String>) -> Self {
+        self.external_roots = roots.into();
+        self
     }
 
     /// Opens the table root `uri`: `s3://bucket/prefix` (`s3a://` too), `file:///abs/path` or
@@ -115,7 +125,10 @@ impl ObjectStores {
                 ));
             }
             let store = self.bucket(bucket, credentials)?;
-            return TableStorage::from_store(store, &format!("s3://{rest}"), counters);
+            return Ok(
+                TableStorage::from_store(store, &format!("s3://{rest}"), counters)?
+                    .with_external_roots(&self.external_roots),
+            );
         }
         let local = match uri.strip_prefix("file://") {
             Some(path) => std::path::PathBuf::from(path),
@@ -128,12 +141,16 @@ impl ObjectStores {
             None => std::path::absolute(uri)
                 .map_err(|e| Error::location(uri, format!("is not a usable path: {e}")))?,
         };
-        let path = local.to_string_lossy().trim_end_matches('/').to_string();
-        TableStorage::from_store(
+        let path = lexically_normal(&local)
+            .to_string_lossy()
+            .trim_end_matches('/')
+            .to_string();
+        Ok(TableStorage::from_store(
             Arc::new(LocalFileSystem::new()),
             &format!("file://{path}"),
             counters,
-        )
+        )?
+        .with_external_roots(&self.external_roots))
     }
 
     /// The store of one bucket: shared, unless `credentials` are vended for one table.
@@ -191,4 +208,22 @@ impl ObjectStores {
         }
         Ok(store)
     }
+}
+
+/// `path` without `.` and `..` segments (`/work/main/../t` is `/work/t`), as the shell would
+/// resolve it; no link is followed. A table root never holds such segments, so each of its
+/// files has one location.
+fn lexically_normal(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut normal = std::path::PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    normal
 }

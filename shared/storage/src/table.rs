@@ -12,6 +12,7 @@ use object_store::{ObjectMeta, ObjectStore, PutPayload};
 
 use crate::counters::IoCounters;
 use crate::error::{Error, Result};
+use crate::uri::TableScope;
 
 /// A store rooted at a URI such as `s3://bucket/prefix` or `file:///data/table`.
 #[derive(Clone)]
@@ -21,6 +22,8 @@ pub struct TableStorage {
     root_uri: String,
     /// `s3://bucket` or `file://`: what precedes the key in every location.
     authority: String,
+    /// What this store reads (its root, and external roots) and writes (its root only).
+    scope: TableScope,
     counters: Arc<IoCounters>,
 }
 
@@ -62,10 +65,46 @@ impl TableStorage {
         };
         Ok(Self {
             store,
+            scope: TableScope::new(root_uri),
             root_uri: root_uri.to_string(),
             authority,
             counters,
         })
+    }
+
+    /// The same store, reading data files and deletion vectors below `roots` as well
+    /// (`ALLOWED_EXTERNAL_ROOTS`, in the same bucket: another bucket is never read).
+    pub fn with_external_roots(mut self, roots: &[String]) -> Self {
+        self.scope = self.scope.with_external_roots(roots);
+        self
+    }
+
+    /// What this store reads and writes; the resolver of every path a Delta log names.
+    pub fn scope(&self) -> &TableScope {
+        &self.scope
+    }
+
+    /// `location` as a key this store may read: the root, below it, or below an external
+    /// root. Anything else is refused before a request is made.
+    fn readable(&self, location: &str) -> Result<Path> {
+        if !self.scope.admits(location) {
+            return Err(Error::Outside {
+                location: location.to_string(),
+                root: self.root_uri.clone(),
+            });
+        }
+        self.key(location)
+    }
+
+    /// `location` as a key this store may write or delete: below its root only.
+    fn writable(&self, location: &str) -> Result<Path> {
+        if !self.scope.root_holds(location) {
+            return Err(Error::Outside {
+                location: location.to_string(),
+                root: self.root_uri.clone(),
+            });
+        }
+        self.key(location)
     }
 
     /// The root URI, without trailing slash.
@@ -76,11 +115,6 @@ impl TableStorage {
     /// The counters this store adds to.
     pub fn counters(&self) -> &Arc<IoCounters> {
         &self.counters
-    }
-
-    /// Whether `location` is an object of this store (same scheme and bucket).
-    pub fn holds(&self, location: &str) -> bool {
-        self.key_part(location).is_some()
     }
 
     /// Whether `location` lies under this store's root, not merely in its bucket: a file of
@@ -124,7 +158,7 @@ impl TableStorage {
     }
 
     pub async fn get(&self, location: &str) -> Result<(Bytes, ObjectMeta)> {
-        let result = self.store.get(&self.key(location)?).await?;
+        let result = self.store.get(&self.readable(location)?).await?;
         let meta = result.meta.clone();
         let bytes = result.bytes().await?;
         self.counters.request(bytes.len(), 0);
@@ -138,7 +172,7 @@ impl TableStorage {
         location: &str,
         max_bytes: u64,
     ) -> Result<Option<(Bytes, ObjectMeta)>> {
-        let result = match self.store.get(&self.key(location)?).await {
+        let result = match self.store.get(&self.readable(location)?).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => {
                 self.counters.request(0, 0);
@@ -184,7 +218,10 @@ impl TableStorage {
     }
 
     pub async fn get_range(&self, location: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
-        let bytes = self.store.get_range(&self.key(location)?, range).await?;
+        let bytes = self
+            .store
+            .get_range(&self.readable(location)?, range)
+            .await?;
         self.counters.request(bytes.len(), 0);
         Ok(bytes)
     }
@@ -192,7 +229,7 @@ impl TableStorage {
     pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
         let len = bytes.len();
         self.store
-            .put(&self.key(location)?, PutPayload::from_bytes(bytes))
+            .put(&self.writable(location)?, PutPayload::from_bytes(bytes))
             .await?;
         self.counters.request(0, len);
         Ok(())
@@ -200,7 +237,7 @@ impl TableStorage {
 
     /// Deletes an object; one already gone is fine.
     pub async fn delete(&self, location: &str) -> Result<()> {
-        match self.store.delete(&self.key(location)?).await {
+        match self.store.delete(&self.writable(location)?).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
@@ -216,7 +253,7 @@ impl TableStorage {
         }
         let keys: Vec<Path> = locations
             .iter()
-            .map(|location| self.key(location))
+            .map(|location| self.writable(location))
             .collect::<Result<_>>()?;
         let requests = match self.authority.starts_with("s3://") {
             true => keys.len().div_ceil(1000),
@@ -239,14 +276,14 @@ impl TableStorage {
 
     /// The metadata of `location` (one HEAD request); not found when it does not exist.
     pub async fn head(&self, location: &str) -> Result<ObjectMeta> {
-        let meta = self.store.head(&self.key(location)?).await?;
+        let meta = self.store.head(&self.readable(location)?).await?;
         self.counters.request(0, 0);
         Ok(meta)
     }
 
     /// The metadata of `location` (one HEAD request), or None when it does not exist.
     pub async fn head_if_exists(&self, location: &str) -> Result<Option<ObjectMeta>> {
-        let found = match self.store.head(&self.key(location)?).await {
+        let found = match self.store.head(&self.readable(location)?).await {
             Ok(meta) => Some(meta),
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
@@ -258,7 +295,7 @@ impl TableStorage {
     /// The folders directly under `folder` (a location), as locations without trailing
     /// slash, in key order: one delimited listing, which names no object below them.
     pub async fn list_folders(&self, folder: &str) -> Result<Vec<String>> {
-        let key = self.key(folder.trim_end_matches('/'))?;
+        let key = self.readable(folder.trim_end_matches('/'))?;
         let listed = self.store.list_with_delimiter(Some(&key)).await?;
         let pages = (listed.objects.len() + listed.common_prefixes.len()).div_ceil(1000);
         for _ in 0..pages.max(1) {
@@ -276,6 +313,7 @@ impl TableStorage {
     /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
     /// `after` (a location), in key order.
     pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {
+        self.readable(prefix.trim_end_matches('/'))?;
         let prefix_key = self.key(prefix)?;
         let mut listed: Vec<ObjectMeta> = match after {
             Some(after) => {
@@ -314,12 +352,6 @@ mod tests {
             "warehouse/orders/x=A%2FA/part 0 é.parquet"
         );
         assert_eq!(s.location_of_key(&s.key(&loc).unwrap()), loc);
-        assert!(s.holds("s3://lake/elsewhere/x.json"));
-        assert!(!s.holds("s3://other/x.json"));
-        assert!(
-            !s.holds("s3://lakehouse/x.json"),
-            "a bucket whose name starts alike is another bucket"
-        );
         assert!(s.key("s3://lakehouse/x.json").is_err());
     }
 
@@ -373,12 +405,55 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_store_reads_its_table_and_writes_its_root_only() {
+        let s = ObjectStores::in_memory()
+            .open("s3://lake/warehouse/team_a/t", Arc::default())
+            .unwrap()
+            .with_external_roots(&["s3://lake/clones/source".to_string()]);
+        s.put(
+            "s3://lake/warehouse/team_a/t/own.json",
+            Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
+        assert!(s.get("s3://lake/warehouse/team_a/t/own.json").await.is_ok());
+        for victim in [
+            "s3://lake/warehouse/hr/people/part-0.parquet",
+            "s3://lake/warehouse/team_a/t/../../hr/people/part-0.parquet",
+            "s3://lake/warehouse/team_a/tail/x.json",
+        ] {
+            let err = s.get(victim).await.unwrap_err();
+            assert!(matches!(err, Error::Outside { .. }), "{victim}: {err}");
+            assert!(s.head_if_exists(victim).await.is_err(), "{victim}");
+            let err = s.put(victim, Bytes::new()).await.unwrap_err();
+            assert!(matches!(err, Error::Outside { .. }), "{victim}: {err}");
+            assert!(s.delete(victim).await.is_err(), "{victim}");
+        }
+        assert!(
+            s.head_if_exists("s3://lake/clones/source/p.parquet")
+                .await
+                .is_ok(),
+            "an external root is readable"
+        );
+        assert!(
+            s.put("s3://lake/clones/source/p.parquet", Bytes::new())
+                .await
+                .is_err(),
+            "but never written"
+        );
+    }
+
     #[test]
     fn local_paths_become_file_uris_and_refuse_escapes() {
         let s = ObjectStores::in_memory()
             .open("/data/t", Arc::default())
             .unwrap();
         assert_eq!(s.root_uri(), "file:///data/t");
+        let climbed = ObjectStores::in_memory()
+            .open("/data/x/./../t", Arc::default())
+            .unwrap();
+        assert_eq!(climbed.root_uri(), "file:///data/t");
         assert_eq!(
             s.key("file:///data/t/a b.parquet").unwrap().as_ref(),
             "data/t/a b.parquet"

@@ -80,6 +80,14 @@ def test_a_lakebase_config_cannot_be_planted_by_data_writers_nor_ask_more_than_t
     s3.put_object(Bucket=bucket, Key="lake/lakebase.toml", Body=planted.encode())
     result = run({"LAKEBASE_CONFIG_URI": f"s3://{bucket}/lake/lakebase.toml"})
     assert result.returncode != 0 and "TABLE_PREFIXES" in result.stderr.strip().splitlines()[-1], result.stderr
+    # ... nor by spellings that pass a prefix check on the text but read the planted key
+    # (S3 clients drop the empty segment; `..` climbs back into the tables' prefix).
+    for hidden in [f"s3://{bucket}//lake/lakebase.toml", f"s3://{bucket}/config/../lake/lakebase.toml",
+                   f"S3://{bucket}/lake/lakebase.toml"]:
+        result = run({"LAKEBASE_CONFIG_URI": hidden})
+        last = result.stderr.strip().splitlines()[-1]
+        assert result.returncode != 0 and hidden in last, result.stderr
+        assert "segment" in last or "TABLE_PREFIXES" in last, last
     # 2. A config may not replace a table lakemirror did not create unless the stack allows it.
     replace = f'[[tables]]\nsource.path = "{uri}"\ntarget.table_name = "victim"\nsync.conflict_on_existing = "replace"\n'
     result = run({"LAKEBASE_CONFIG": replace})
@@ -123,6 +131,46 @@ def test_one_hung_table_does_not_hold_up_the_others_in_its_batch(
     tables = [t[1] for t in judge.glue_catalog().list_tables(glue_database)]
     assert tables == ["quick"], "the quick table was mirrored, nothing of the hung one"
     judge.assert_same_rows([(1,)], judge.iceberg_rows_pyiceberg(glue_database, "quick"))
+
+
+def test_one_hung_table_does_not_hold_lakebase_sync_past_its_deadline(
+        bucket, delta_storage_options, moto_endpoint, postgres_url, function_postgres_env, lakemirror, tmp_path):
+    """A table whose reads hang (issue 29): its sync is cut off before the invocation's
+    deadline and rolled back, the invocation answers in time, and only its message comes back;
+    before, the function ran into its timeout and the whole batch was delivered again."""
+    import json
+
+    import boto3
+    import psycopg
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
+    from acceptance.lakebase.test_lakebase import pg_rows
+    from acceptance.lakebase.test_lakebase_function import config, without_password
+    from rig.fault_proxy import FaultProxy
+    from rig.postgres import PASSWORD
+
+    uris = {name: f"s3://{bucket}/lake/{name}" for name in ("quick", "hung")}
+    for uri in uris.values():
+        write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}), storage_options=delta_storage_options)
+    secret_arn = boto3.client("secretsmanager").create_secret(
+        Name=f"lakebase-deadline-{bucket}", SecretString=PASSWORD)["ARN"]
+    lakebase_config = config((uris["quick"], "app.quick", "1 hour"), (uris["hung"], "app.hung", "1 hour"))
+    announce = lambda name: sqs_record(f"m-{name}", json.dumps(
+        {"Records": [moto_style_s3_record(bucket, f"lake/{name}/_delta_log/{0:020}.json")]}))
+    event = tmp_path / "batch.json"
+    event.write_text(json.dumps({"Records": [announce("hung"), announce("quick")]}))
+    with FaultProxy(moto_endpoint, rate=0, stall=f"/{bucket}/lake/hung/", stall_seconds=120) as proxy:
+        result = lakemirror("invoke", "lakebase-sync", "--event", event, "--timeout-seconds", "30",
+                            env={"LAKEBASE_CONFIG": lakebase_config, **function_postgres_env,
+                                 "POSTGRES_URL": without_password(function_postgres_env["POSTGRES_URL"]),
+                                 "POSTGRES_PASSWORD_SECRET_ARN": secret_arn, "AWS_ENDPOINT_URL": proxy.url})
+    assert result.json == {"batchItemFailures": [{"itemIdentifier": "m-hung"}]}, result.stderr
+    assert "did not finish" in result.stderr, result.stderr
+    assert pg_rows(postgres_url, '"app"."quick"', ["id"]) == [(1,)]
+    with psycopg.connect(postgres_url) as con:
+        assert con.execute("SELECT to_regclass('app.hung')").fetchone() == (None,), "nothing of it was changed"
 
 
 def test_the_function_verifies_the_database_and_refuses_plaintext_unless_allowed(
@@ -206,7 +254,7 @@ def test_a_burst_of_commits_opens_no_more_connections_than_the_queue_lets_invoca
     from event_loop import EventLoop, LoopSettings, wait_until
 
     concurrency = 2
-    database = postgres_url.split("/")[-1].split("?")[0]
+    database = postgres_url.split("?")[0].rsplit("/", 1)[-1]
     with psycopg.connect(postgres_url, autocommit=True) as con:
         con.execute(f"CREATE ROLE burst LOGIN PASSWORD 'burst' CONNECTION LIMIT {concurrency}")
         con.execute(f'ALTER DATABASE "{database}" OWNER TO burst')

@@ -194,3 +194,26 @@ def test_the_scheduled_verify_emits_mirror_drift_per_mirror(mirror, delta_tables
     only_u = lakemirror("invoke", "glue-sync", "--event", event, "--glue-database", glue_database,
                         "--table-prefixes", f"file://{other}")
     assert [v["glue_table"] for v in only_u.json["verified"]] == [f"{glue_database}.u"]
+
+
+def test_another_engines_snapshot_on_top_is_drift_naming_it(tmp_path, glue_database, lakemirror):
+    """Someone appends to the mirror with pyiceberg (as an Athena INSERT would): verify checks
+    the newest mirrored version below it and reports the foreign snapshot as a difference
+    (exit 1), with its id and what its summary says, instead of refusing to verify (exit 2)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    uri = str(tmp_path / "fresh")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, "--glue-table", "t")
+    table = judge.glue_catalog().load_table((glue_database, "t"))
+    table.append(pa.table({"id": pa.array([3], pa.int64())}))
+    foreign = judge.glue_catalog().load_table((glue_database, "t")).current_snapshot().snapshot_id
+
+    result = verify(lakemirror, uri, glue_database)
+    found = differences(result)
+    assert result.json["delta_version"] == 0
+    history = [message for kind, _, message in found if kind == "history"]
+    assert len(history) == 1 and f"snapshot {foreign} names no Delta version" in history[0], found
+    assert "operation=append" in history[0] and "added-data-files=1" in history[0], history
+    assert len(found) == 1, found

@@ -177,8 +177,9 @@ def test_the_password_never_reaches_the_output(tmp_path, postgres_url, lakemirro
     write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
     ok = lakemirror("lakebase-sync", "--source-path", path, "--postgres-url", postgres_url,
                     env={"LAKEMIRROR_LOG": "lakemirror=debug"})
+    base, query = postgres_url.split("?")
     wrong_db = lakemirror("lakebase-sync", "--source-path", path,
-                          "--postgres-url", postgres_url.rsplit("/", 1)[0] + "/nope?sslmode=disable", check=False)
+                          "--postgres-url", f"{base.rsplit('/', 1)[0]}/nope?{query}", check=False)
     wrong_pw = lakemirror("lakebase-sync", "--source-path", path,
                           "--postgres-url", postgres_url.replace(PASSWORD, PASSWORD + "x"), check=False)
     assert wrong_db.returncode != 0 and wrong_pw.returncode != 0
@@ -224,10 +225,11 @@ def test_columns_added_later_read_as_null_in_older_files(tmp_path, postgres_url,
 def test_verify_full_checks_the_certificate_chain_and_the_host_name(tmp_path, postgres_server, postgres_url, lakemirror):
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
-    base = postgres_url.split("?")[0]  # the server's certificate names localhost, not 127.0.0.1
-    by_name, ca = base.replace("@127.0.0.1:", "@localhost:"), postgres_server.ca_file
-    sync = lambda url, **kw: lakemirror("lakebase-sync", "--source-path", path, "--target-table", "t",
-                                        "--conflict-on-existing", "replace", "--postgres-url", url, **kw)
+    by_name = postgres_url.split("?")[0]
+    base, ca = by_name.replace("@localhost:", "@127.0.0.1:"), postgres_server.ca_file  # certificate: localhost
+    sync = lambda url, *extra, **kw: lakemirror("lakebase-sync", "--source-path", path, "--target-table", "t",
+                                                "--conflict-on-existing", "replace", "--postgres-url", url, *extra,
+                                                **kw)
     assert sync(f"{by_name}?sslmode=verify-full&sslrootcert={ca}").json["rows_inserted"] == 1
     for url, why in ((f"{base}?sslmode=verify-full&sslrootcert={ca}", "a certificate for another name"),
                      (f"{by_name}?sslmode=verify-full", "a certificate from a CA the system does not trust")):
@@ -235,8 +237,13 @@ def test_verify_full_checks_the_certificate_chain_and_the_host_name(tmp_path, po
         assert refused.returncode != 0, why
         assert "certificate" in refused.stderr.lower(), refused.stderr
         assert PASSWORD not in refused.stdout + refused.stderr
-    # require encrypts without verifying, as libpq does.
-    assert sync(f"{base}?sslmode=require").returncode == 0
+    # require encrypts to whoever answers, and prefer and disable may not even encrypt: each
+    # sends the password to an unverified server, so each needs --postgres-allow-insecure.
+    for mode in ("require", "prefer", "disable"):
+        refused = sync(f"{base}?sslmode={mode}", check=False)
+        assert refused.returncode != 0 and "POSTGRES_ALLOW_INSECURE" in refused.stderr, refused.stderr
+        assert PASSWORD not in refused.stdout + refused.stderr
+        assert sync(f"{base}?sslmode={mode}", "--postgres-allow-insecure").returncode == 0, mode
 
 
 def test_a_refresh_gives_the_new_table_the_old_owner(tmp_path, postgres_url, lakemirror):
@@ -259,3 +266,80 @@ def test_a_refresh_gives_the_new_table_the_old_owner(tmp_path, postgres_url, lak
     assert owner == ("app_owner",)
     assert grants == [("INSERT", "YES"), ("UPDATE", "YES")]
     assert sorted(pg_rows(postgres_url, '"app"."t"', ["id"])) == [(1,), (2,)]
+
+
+def test_int96_timestamps_of_any_year_and_extreme_partition_values_arrive_as_delta_has_them(
+        tmp_path, postgres_url, lakemirror):
+    """Older Spark and Databricks wrote `timestamp` columns as Parquet INT96, which Arrow reads
+    as nanoseconds by default (years 1677 to 2262 only: year 99 came out as 1853); Delta readers
+    read microseconds. A `timestamp_ntz` partition value of year -1 is valid Delta and
+    PostgreSQL holds it (as 2 BC, the ISO year -1), but Arrow's string cast refused it."""
+    import pyarrow.parquet as pq
+
+    from rig.delta_log import DeltaLog, column
+
+    log = DeltaLog(tmp_path / "old_spark")
+    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
+                             "writerFeatures": ["timestampNtz"]}}
+    adds = []
+    for i, (p, stamps) in enumerate([("-0001-01-01 00:00:00", [dt.datetime(99, 3, 1, 12), dt.datetime(1582, 10, 15)]),
+                                     ("2024-05-01 10:00:00", [dt.datetime(2024, 1, 1, 8, 30)])]):
+        data = pa.table({"id": pa.array(range(10 * i, 10 * i + len(stamps)), pa.int64()),
+                         "ts": pa.array(stamps, pa.timestamp("us"))})
+        name = f"part-{i}.parquet"
+        pq.write_table(data, log.root / name, use_deprecated_int96_timestamps=True)
+        adds.append({"add": {"path": name, "partitionValues": {"p": p}, "size": (log.root / name).stat().st_size,
+                             "modificationTime": log.started, "dataChange": True,
+                             "stats": json.dumps({"numRecords": data.num_rows})}})
+    assert "int96" in str(pq.ParquetFile(log.root / "part-0.parquet").schema)
+    log.commit(protocol, log.metadata([column("id", "long"), column("ts", "timestamp"), column("p", "timestamp_ntz")],
+                                      partition_columns=["p"]), *adds)
+
+    lakemirror("lakebase-sync", "--source-path", log.uri, "--target-table", "old_spark", "--postgres-url", postgres_url)
+    with psycopg.connect(postgres_url) as con:
+        con.execute("SET TIME ZONE 'UTC'")
+        rows = con.execute('SELECT id, ts::text, p::text FROM public.old_spark ORDER BY id').fetchall()
+    assert rows == [
+        (0, "0099-03-01 12:00:00+00", "0002-01-01 00:00:00 BC"),
+        (1, "1582-10-15 00:00:00+00", "0002-01-01 00:00:00 BC"),
+        (10, "2024-01-01 08:30:00+00", "2024-05-01 10:00:00"),
+    ]
+
+
+def test_the_cli_sends_nothing_to_a_server_it_cannot_verify(tmp_path, lakemirror):
+    """A server on the path that answers "no TLS" to the SSLRequest: lakemirror (verify-full
+    by default, as the function) stops there; with libpq's old default (prefer) it went on in
+    plaintext with its startup message and then the password exchange."""
+    import socket
+    import threading
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    received = bytearray()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)  # a hang guard: the client is expected to hang up at once
+                try:
+                    while chunk := conn.recv(4096):
+                        received.extend(chunk)
+                        if chunk[4:8] == (80877103).to_bytes(4, "big"):  # SSLRequest
+                            conn.sendall(b"N")
+                except OSError:
+                    pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"postgres://lakemirror:{PASSWORD}@127.0.0.1:{server.getsockname()[1]}/db"
+    result = lakemirror("lakebase-sync", "--source-path", path, "--postgres-url", url, check=False)
+    server.close()
+    assert result.returncode != 0 and "panicked" not in result.stderr, result
+    assert received, "it did connect"
+    assert b"user\x00" not in received and PASSWORD.encode() not in received, bytes(received)
