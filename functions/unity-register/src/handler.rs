@@ -34,7 +34,8 @@ pub async fn handle(
             .iter()
             .map(|t| t.announced())
             .collect();
-    let outcome = function.register(&announced).await?;
+    let deadline = event.context.deadline();
+    let outcome = function.register(&announced, Some(deadline)).await?;
     if event.payload.is_sqs() {
         return Ok(UnityResponse::Batch(batch_response(
             outcome.failures.redeliver(),

@@ -156,6 +156,11 @@ pub enum Function {
         /// properties are ignored, with a warning].
         #[arg(long, env = "ALLOWED_UC_CATALOGS")]
         allowed_uc_catalogs: Option<String>,
+        /// Run as a function invocation with this many seconds (the function's Timeout): no
+        /// registration starts near the end, one still running is cut off and retried
+        /// [default: no deadline].
+        #[arg(long)]
+        timeout_seconds: Option<u64>,
     },
 }
 
@@ -251,6 +256,7 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
             uc_schema,
             table_prefixes,
             allowed_uc_catalogs,
+            timeout_seconds,
         } => {
             let allowed = allowed_names(allowed_uc_catalogs.as_deref(), "--allowed-uc-catalogs")?;
             let config = unity
@@ -264,9 +270,10 @@ pub async fn run(context: &Context, function: Function) -> Result<String> {
                 .ok_or_else(missing_uc_url)?;
             let secrets = config.token_secret_arn.is_some().then(|| secrets(context));
             let function = UnityRegisterFunction::new(config, context.stores.clone(), secrets);
-            let response = unity_register::handle(&function, lambda_event(&event, None)?)
-                .await
-                .map_err(Error::Function)?;
+            let response =
+                unity_register::handle(&function, lambda_event(&event, timeout_seconds)?)
+                    .await
+                    .map_err(Error::Function)?;
             Ok(serde_json::to_string(&response)?)
         }
     }

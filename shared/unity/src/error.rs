@@ -30,6 +30,11 @@ pub enum Error {
     #[error("{0}")]
     Entry(String),
 
+    /// A table's registration did not finish (or start) within the invocation's time; it
+    /// is retried.
+    #[error("{0}")]
+    OutOfTime(String),
+
     /// JSON (de)serialization failed.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),

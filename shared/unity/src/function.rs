@@ -7,6 +7,9 @@
 //! leaves the Iceberg mirror alone.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
 
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
 use lakemirror_storage::{Failures, ObjectStores, SecretSource};
@@ -110,6 +113,15 @@ pub struct Registered {
     pub failures: Failures<Error>,
 }
 
+/// Registrations that run side by side in one invocation.
+pub const REGISTRATIONS_AT_ONCE: usize = 4;
+/// No registration starts (after the first) when less than this is left before the
+/// invocation's deadline.
+pub const START_MARGIN: Duration = Duration::from_secs(10);
+/// A registration is cut off this long before the invocation's deadline, which leaves the
+/// time to answer.
+pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
+
 impl UnityRegisterFunction {
     /// `secrets` reads the token when `UC_TOKEN_SECRET_ARN` is set.
     pub fn new(
@@ -124,26 +136,35 @@ impl UnityRegisterFunction {
         }
     }
 
-    /// Registers every announced table. Every table is tried.
-    pub async fn register(&self, tables: &[AnnouncedTable]) -> Result<Registered> {
+    /// Registers every announced table, [`REGISTRATIONS_AT_ONCE`] side by side, each under
+    /// the invocation's `deadline`: none starts (after the first) with less than
+    /// [`START_MARGIN`] left, and one still running [`RESPONSE_MARGIN`] before it is cut off;
+    /// their messages are delivered again, the others' are done, so one slow table cannot
+    /// make the whole batch come back.
+    pub async fn register(
+        &self,
+        tables: &[AnnouncedTable],
+        deadline: Option<SystemTime>,
+    ) -> Result<Registered> {
         let mut outcome = Registered::default();
         if tables.is_empty() {
             return Ok(outcome);
         }
+        // A deadline already past as the invocation starts is not a real one.
+        let deadline = deadline.filter(|d| *d > SystemTime::now());
         let uc = self.config.client(self.secrets.as_deref()).await?;
-        for table in tables {
-            let request = UnityRegisterRequest {
-                table_uri: table.table_uri.clone(),
-                catalog: self.config.catalog.clone(),
-                schema: self.config.schema.clone(),
-                table: None,
-                allowed_catalogs: self.config.allowed_catalogs.clone(),
-            };
-            match unity_register(&self.stores, &uc, &request).await {
+        let registrations = tables.iter().enumerate().map(|(n, table)| {
+            let uc = &uc;
+            async move { (table, self.register_one(uc, table, deadline, n == 0).await) }
+        });
+        let mut finished =
+            futures::stream::iter(registrations).buffer_unordered(REGISTRATIONS_AT_ONCE);
+        while let Some((table, registered)) = finished.next().await {
+            match registered {
                 Ok(report) => outcome.registered.push(report),
                 Err(e) => {
-                    tracing::error!(table = %request.table_uri, error = %e, "registration failed");
-                    let uri = &request.table_uri;
+                    tracing::error!(table = %table.table_uri, error = %e, "registration failed");
+                    let uri = &table.table_uri;
                     outcome
                         .failures
                         .record("table_uri", uri, &table.message_ids, e);
@@ -152,6 +173,44 @@ impl UnityRegisterFunction {
         }
         outcome.failures.log();
         Ok(outcome)
+    }
+
+    /// One table's registration, started (unless `first`) only while [`START_MARGIN`] is
+    /// left before the deadline, and cut off [`RESPONSE_MARGIN`] before it.
+    async fn register_one(
+        &self,
+        uc: &UnityCatalog,
+        table: &AnnouncedTable,
+        deadline: Option<SystemTime>,
+        first: bool,
+    ) -> Result<UnityReport> {
+        let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+        if !first && left.is_some_and(|left| left < START_MARGIN) {
+            return Err(Error::OutOfTime(format!(
+                "{}: not started, the invocation's time ran out; it is retried",
+                table.table_uri
+            )));
+        }
+        let request = UnityRegisterRequest {
+            table_uri: table.table_uri.clone(),
+            catalog: self.config.catalog.clone(),
+            schema: self.config.schema.clone(),
+            table: None,
+            allowed_catalogs: self.config.allowed_catalogs.clone(),
+        };
+        let registration = unity_register(&self.stores, uc, &request);
+        match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
+            None => registration.await,
+            Some(budget) => tokio::time::timeout(budget, registration)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::OutOfTime(format!(
+                        "{}: the registration did not finish within the {} s the invocation had left; it is retried",
+                        request.table_uri,
+                        budget.as_secs()
+                    )))
+                }),
+        }
     }
 }
 

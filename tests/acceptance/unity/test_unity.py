@@ -320,3 +320,26 @@ def test_shared_tables_with_checkpoints_register_the_schema_delta_rs_reads(
     assert [c["name"] for c in columns] == [f.name for f in delta.schema().fields]
     assert [json.loads(c["type_json"])["type"] for c in columns] == \
         [json.loads(f.to_json())["type"] for f in delta.schema().fields]
+
+
+def test_one_hung_table_does_not_hold_the_batch_past_the_deadline(
+        bucket, unity_schema, delta_storage_options, moto_endpoint, lakemirror, tmp_path):
+    """A table whose log reads hang (issue 29): its registration is cut off before the
+    invocation's deadline and only its message comes back; before, the function ran into its
+    timeout and the whole batch was delivered again."""
+    from acceptance.glue_sync.test_invoke import sqs_record
+    from rig.fault_proxy import FaultProxy
+
+    for name in ("quick", "hung"):
+        write_deltalake(f"s3://{bucket}/gold/{name}", orders([1]), storage_options=delta_storage_options)
+    batch = {"Records": [sqs_record(f"m-{name}", json.dumps(commit_event(bucket, f"gold/{name}", 0)))
+                         for name in ("hung", "quick")]}
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(batch))
+    with FaultProxy(moto_endpoint, rate=0, stall=f"/{bucket}/gold/hung/", stall_seconds=120) as proxy:
+        result = lakemirror("invoke", "unity-register", "--event", path, "--timeout-seconds", "30",
+                            env={"UC_URL": unity_schema.url, "UC_TOKEN": TOKEN, "UC_CATALOG": unity_schema.catalog,
+                                 "UC_SCHEMA": unity_schema.schema, "AWS_ENDPOINT_URL": proxy.url})
+    assert result.json == {"batchItemFailures": [{"itemIdentifier": "m-hung"}]}, result.stderr
+    assert "did not finish" in result.stderr, result.stderr
+    assert [t["name"] for t in unity_schema.tables()] == ["quick"]
