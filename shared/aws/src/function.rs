@@ -1,6 +1,7 @@
 //! The `glue-sync` function: an event in, one sync per announced table, a response out.
 //! Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
+pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -518,12 +519,6 @@ enum Outcome {
 
 /// Syncs of one batch that run at once.
 pub const SYNCS_AT_ONCE: usize = 4;
-
-/// No sync starts when less than this is left before the invocation's deadline.
-pub const START_MARGIN: Duration = Duration::from_secs(10);
-/// A sync is cut off this long before the invocation's deadline, which leaves the time to
-/// park messages and answer.
-pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic

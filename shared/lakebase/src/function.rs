@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
+
 use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{AnnouncedTable, plain_location, table_prefixes};
 use lakemirror_storage::{Failures, IoCounters, ObjectStores, SecretSource, canonical_uri};
@@ -170,13 +172,6 @@ impl LakebaseOutcome {
             .record("target", &table.target.to_string(), message_ids, error);
     }
 }
-
-/// No table's sync starts (after the first) when less than this is left before the
-/// invocation's deadline.
-pub const START_MARGIN: Duration = Duration::from_secs(10);
-/// A sync is cut off this long before the invocation's deadline, which leaves the time to
-/// answer.
-pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
 
 impl LakebaseSyncFunction {
     /// `secrets` reads the password, the CA and the Unity Catalog token when their secrets

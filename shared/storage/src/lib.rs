@@ -12,6 +12,7 @@
 mod counters;
 pub mod crash;
 pub mod credentials;
+pub mod deadline;
 mod error;
 mod failures;
 pub mod metrics;

@@ -7,9 +7,10 @@
 //! leaves the Iceberg mirror alone.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use futures::StreamExt;
+use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
 
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
 use lakemirror_storage::{Failures, ObjectStores, SecretSource};
@@ -115,12 +116,6 @@ pub struct Registered {
 
 /// Registrations that run side by side in one invocation.
 pub const REGISTRATIONS_AT_ONCE: usize = 4;
-/// No registration starts (after the first) when less than this is left before the
-/// invocation's deadline.
-pub const START_MARGIN: Duration = Duration::from_secs(10);
-/// A registration is cut off this long before the invocation's deadline, which leaves the
-/// time to answer.
-pub const RESPONSE_MARGIN: Duration = Duration::from_secs(5);
 
 impl UnityRegisterFunction {
     /// `secrets` reads the token when `UC_TOKEN_SECRET_ARN` is set.
