@@ -325,6 +325,14 @@ impl GlueSyncFunction {
                     plan.database, self.config.database
                 )));
             }
+            // The function keeps a mirror's metadata in its table's own folder only: a plan
+            // naming another folder (another table's) would write there and continue that
+            // table's Glue entry, whose metadata lies in it.
+            if let Some(folder) = &plan.metadata_uri {
+                return Err(Error::NotAllowed(format!(
+                    "the fan-out plan names metadata folder {folder}: this function writes a mirror's metadata only in its table's own _lakemirror/iceberg folder; plan again with fan-out-plan; nothing was written"
+                )));
+            }
             Ok(())
         };
         match step {

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -251,3 +252,12 @@ def test_the_state_machine_steps_run_through_the_glue_sync_function_on_s3(
     assert elsewhere.returncode != 0 and "is not under TABLE_PREFIXES" in elsewhere.stderr
     foreign = invoke({"lakemirror": "fan-out-finish", "plan": {**plan, "database": "somebody_else"}}, check=False)
     assert foreign.returncode != 0 and "may not write" in foreign.stderr
+    # A crafted plan naming another table's metadata folder (issue 29) would write there and
+    # continue that table's Glue entry: refused before anything is written.
+    victim = f"s3://{bucket}/lake/victim/_lakemirror/iceberg"
+    for step in ({"lakemirror": "fan-out-part", "plan": {**plan, "metadata_uri": victim}, "part": 0},
+                 {"lakemirror": "fan-out-finish", "plan": {**plan, "metadata_uri": victim}}):
+        crafted = invoke(step, check=False)
+        assert crafted.returncode != 0 and "names metadata folder" in crafted.stderr, crafted.stderr
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix="lake/victim/")
+    assert listed.get("KeyCount", 0) == 0, "nothing was written in the other folder"
