@@ -1,6 +1,7 @@
 //! The `glue-sync` function: an event in, one sync per announced table, a response out.
 //! Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
+use lakemirror_storage::deadline::{self, Timed};
 pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
@@ -193,7 +194,7 @@ impl GlueSyncFunction {
     ) -> Result<GlueSyncResponse> {
         // A deadline already past as the invocation starts is not a real one (`cargo lambda
         // watch` hands out such deadlines); Lambda never does.
-        let deadline = deadline.filter(|d| *d > SystemTime::now());
+        let deadline = deadline::of_invocation(deadline);
         if event.is_verify_tick() {
             return self.verify_mirrors(deadline).await;
         }
@@ -471,17 +472,11 @@ impl GlueSyncFunction {
         deadline: Option<SystemTime>,
         first: bool,
     ) -> Outcome {
-        let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
-        if !first && left.is_some_and(|left| left < START_MARGIN) {
-            return Outcome::NotStarted;
-        }
         let sync = AssertUnwindSafe(sync_one(&self.lake, &self.config, trigger)).catch_unwind();
-        let finished = match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
-            None => sync.await,
-            Some(budget) => match tokio::time::timeout(budget, sync).await {
-                Ok(finished) => finished,
-                Err(_) => return Outcome::CutOff(budget),
-            },
+        let finished = match deadline::run_before(deadline, first, sync).await {
+            Timed::Done(finished) => finished,
+            Timed::NotStarted => return Outcome::NotStarted,
+            Timed::CutOff(budget) => return Outcome::CutOff(budget),
         };
         match finished {
             Ok(Ok(report)) => Outcome::Synced(report),

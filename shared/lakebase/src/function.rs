@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
+use lakemirror_storage::deadline::{self, Timed};
 
 use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{AnnouncedTable, plain_location, table_prefixes};
@@ -201,7 +201,7 @@ impl LakebaseSyncFunction {
     /// Syncs the tables `announced` names (commit events), or with none announced (a
     /// schedule tick) the tables that are due; the others count as `skipped`. Every table is
     /// tried in turn, each under the invocation's `deadline`: none starts (after the first)
-    /// with less than [`START_MARGIN`] left, and one still running [`RESPONSE_MARGIN`] before
+    /// with less than [`deadline::START_MARGIN`] left, and one still running [`deadline::RESPONSE_MARGIN`] before
     /// it is cut off (its transaction rolled back with the connection); the tables not
     /// reached are retried (announced) or due at the next tick.
     pub async fn sync(
@@ -209,8 +209,7 @@ impl LakebaseSyncFunction {
         announced: &[AnnouncedTable],
         deadline: Option<SystemTime>,
     ) -> Result<LakebaseOutcome> {
-        // A deadline already past as the invocation starts is not a real one.
-        let deadline = deadline.filter(|d| *d > SystemTime::now());
+        let deadline = deadline::of_invocation(deadline);
         let tables = self.tables().await?;
         let unity = match (
             &self.config.unity,
@@ -269,39 +268,35 @@ impl LakebaseSyncFunction {
         };
         let mut chosen = chosen.iter().enumerate();
         while let Some((n, (table, message_ids))) = chosen.next() {
-            let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
-            if n > 0 && left.is_some_and(|left| left < START_MARGIN) {
-                outcome.not_reached(table, message_ids);
-                continue;
-            }
             let sync = lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref());
-            let finished = match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
-                None => sync.await,
-                Some(budget) => match tokio::time::timeout(budget, sync).await {
-                    Ok(finished) => finished,
-                    Err(_) => {
-                        tracing::warn!(target = %table.target, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; it was rolled back and is retried");
-                        let error = Error::OutOfTime(format!(
-                            "{}: the sync did not finish within the {} s the invocation had left; it was rolled back (nothing changed) and is retried",
-                            table.target,
-                            budget.as_secs()
-                        ));
-                        outcome.failures.record(
-                            "target",
-                            &table.target.to_string(),
-                            message_ids,
-                            error,
-                        );
-                        // The session is mid-transaction: closing it rolls back, and no
-                        // other table can use it.
-                        drop(client);
-                        for (_, (table, message_ids)) in chosen.by_ref() {
-                            outcome.not_reached(table, message_ids);
-                        }
-                        outcome.failures.log();
-                        return Ok(outcome);
+            let finished = match deadline::run_before(deadline, n == 0, sync).await {
+                Timed::Done(finished) => finished,
+                Timed::NotStarted => {
+                    outcome.not_reached(table, message_ids);
+                    continue;
+                }
+                Timed::CutOff(budget) => {
+                    tracing::warn!(target = %table.target, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; it was rolled back and is retried");
+                    let error = Error::OutOfTime(format!(
+                        "{}: the sync did not finish within the {} s the invocation had left; it was rolled back (nothing changed) and is retried",
+                        table.target,
+                        budget.as_secs()
+                    ));
+                    outcome.failures.record(
+                        "target",
+                        &table.target.to_string(),
+                        message_ids,
+                        error,
+                    );
+                    // The session is mid-transaction: closing it rolls back, and no other
+                    // table can use it.
+                    drop(client);
+                    for (_, (table, message_ids)) in chosen.by_ref() {
+                        outcome.not_reached(table, message_ids);
                     }
-                },
+                    outcome.failures.log();
+                    return Ok(outcome);
+                }
             };
             match finished {
                 Ok(report) => {

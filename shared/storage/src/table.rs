@@ -87,18 +87,16 @@ impl TableStorage {
     /// `location` as a key this store may read: the root, below it, or below an external
     /// root. Anything else is refused before a request is made.
     fn readable(&self, location: &str) -> Result<Path> {
-        if !self.scope.admits(location) {
-            return Err(Error::Outside {
-                location: location.to_string(),
-                root: self.root_uri.clone(),
-            });
-        }
-        self.key(location)
+        self.fenced(location, self.scope.admits(location))
     }
 
     /// `location` as a key this store may write or delete: below its root only.
     fn writable(&self, location: &str) -> Result<Path> {
-        if !self.scope.root_holds(location) {
+        self.fenced(location, self.scope.root_holds(location))
+    }
+
+    fn fenced(&self, location: &str, allowed: bool) -> Result<Path> {
+        if !allowed {
             return Err(Error::Outside {
                 location: location.to_string(),
                 root: self.root_uri.clone(),
@@ -118,14 +116,9 @@ impl TableStorage {
     }
 
     /// Whether `location` lies under this store's root, not merely in its bucket: a file of
-    /// this table's own. A path with a `.` or `..` segment never does.
+    /// this table's own. A path with an empty, `.` or `..` segment never does.
     pub fn contains(&self, location: &str) -> bool {
-        location.strip_prefix(&self.root_uri).is_some_and(|rest| {
-            rest.starts_with('/')
-                && !rest
-                    .split('/')
-                    .any(|segment| segment == ".." || segment == ".")
-        })
+        self.scope.root_holds(location)
     }
 
     /// What follows the scheme and bucket, when `location` is in this store.

@@ -26,16 +26,13 @@ pub fn plain_location(uri: &str) -> Result<String, String> {
         return Err(format!("{uri} is not an s3://bucket/key URI"));
     }
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty()
-        || key
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == "..")
-    {
+    let location = format!("s3://{bucket}/{key}");
+    if bucket.is_empty() || !plain_key(&location) {
         return Err(format!(
             "{uri} has an empty, . or .. segment, so S3 would read another key than it shows: write it as s3://bucket/folder/file"
         ));
     }
-    Ok(format!("s3://{bucket}/{key}"))
+    Ok(location)
 }
 
 /// Whether `table_uri` is `prefix` or lies below it (a whole path segment: `s3://b/sales`

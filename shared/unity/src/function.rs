@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::StreamExt;
-use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
+use lakemirror_storage::deadline::{self, Timed};
 
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
 use lakemirror_storage::{Failures, ObjectStores, SecretSource};
@@ -133,7 +133,7 @@ impl UnityRegisterFunction {
 
     /// Registers every announced table, [`REGISTRATIONS_AT_ONCE`] side by side, each under
     /// the invocation's `deadline`: none starts (after the first) with less than
-    /// [`START_MARGIN`] left, and one still running [`RESPONSE_MARGIN`] before it is cut off;
+    /// [`deadline::START_MARGIN`] left, and one still running [`deadline::RESPONSE_MARGIN`] before it is cut off;
     /// their messages are delivered again, the others' are done, so one slow table cannot
     /// make the whole batch come back.
     pub async fn register(
@@ -145,8 +145,7 @@ impl UnityRegisterFunction {
         if tables.is_empty() {
             return Ok(outcome);
         }
-        // A deadline already past as the invocation starts is not a real one.
-        let deadline = deadline.filter(|d| *d > SystemTime::now());
+        let deadline = deadline::of_invocation(deadline);
         let uc = self.config.client(self.secrets.as_deref()).await?;
         let registrations = tables.iter().enumerate().map(|(n, table)| {
             let uc = &uc;
@@ -170,8 +169,8 @@ impl UnityRegisterFunction {
         Ok(outcome)
     }
 
-    /// One table's registration, started (unless `first`) only while [`START_MARGIN`] is
-    /// left before the deadline, and cut off [`RESPONSE_MARGIN`] before it.
+    /// One table's registration, started (unless `first`) only while [`deadline::START_MARGIN`] is
+    /// left before the deadline, and cut off [`deadline::RESPONSE_MARGIN`] before it.
     async fn register_one(
         &self,
         uc: &UnityCatalog,
@@ -179,13 +178,6 @@ impl UnityRegisterFunction {
         deadline: Option<SystemTime>,
         first: bool,
     ) -> Result<UnityReport> {
-        let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
-        if !first && left.is_some_and(|left| left < START_MARGIN) {
-            return Err(Error::OutOfTime(format!(
-                "{}: not started, the invocation's time ran out; it is retried",
-                table.table_uri
-            )));
-        }
         let request = UnityRegisterRequest {
             table_uri: table.table_uri.clone(),
             catalog: self.config.catalog.clone(),
@@ -194,17 +186,17 @@ impl UnityRegisterFunction {
             allowed_catalogs: self.config.allowed_catalogs.clone(),
         };
         let registration = unity_register(&self.stores, uc, &request);
-        match left.map(|left| left.saturating_sub(RESPONSE_MARGIN)) {
-            None => registration.await,
-            Some(budget) => tokio::time::timeout(budget, registration)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::OutOfTime(format!(
-                        "{}: the registration did not finish within the {} s the invocation had left; it is retried",
-                        request.table_uri,
-                        budget.as_secs()
-                    )))
-                }),
+        match deadline::run_before(deadline, first, registration).await {
+            Timed::Done(registered) => registered,
+            Timed::NotStarted => Err(Error::OutOfTime(format!(
+                "{}: not started, the invocation's time ran out; it is retried",
+                table.table_uri
+            ))),
+            Timed::CutOff(budget) => Err(Error::OutOfTime(format!(
+                "{}: the registration did not finish within the {} s the invocation had left; it is retried",
+                request.table_uri,
+                budget.as_secs()
+            ))),
         }
     }
 }
