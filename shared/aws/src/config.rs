@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use lakemirror_delta::LogLimits;
 use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{ObjectStores, S3Options};
 use object_store::CredentialProvider;
@@ -47,6 +48,21 @@ pub fn object_stores(
         credentials: s3_credentials(config).map(|c| c as lakemirror_storage::S3CredentialProvider),
     })
     .with_external_roots(table_prefixes(setting("ALLOWED_EXTERNAL_ROOTS").as_deref()))
+}
+
+/// Bounds what one sync reads of a log into memory by the memory of the function:
+/// `MEMORY_SIZE` (MB; the template sets it from `MemorySize`), else the memory Lambda gives
+/// the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); neither set: the largest log file only.
+pub fn install_log_limits(setting: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+    let named = setting("MEMORY_SIZE").filter(|v| !v.trim().is_empty());
+    let lambda = setting("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").filter(|v| !v.trim().is_empty());
+    if let Some(mb) = named.or(lambda) {
+        let mb: u64 = mb.trim().parse().map_err(|_| {
+            format!("MEMORY_SIZE must be the function's memory in MB (a whole number), not {mb:?}")
+        })?;
+        LogLimits::for_memory_mb(mb).install();
+    }
+    Ok(())
 }
 
 /// The SDK's credentials for `object_store`, refreshed a few minutes before they expire.

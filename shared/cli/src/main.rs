@@ -42,6 +42,20 @@ struct Cli {
         value_delimiter = ','
     )]
     allowed_external_roots: Vec<String>,
+    /// Memory in MB that bounds what one sync reads of a Delta log at once: a log file up
+    /// to a quarter of it (at most 512 MB), and about 2 KB per data file held, in 60% of
+    /// it; a larger table is refused with what to do, or a new mirror bootstrapped in
+    /// groups, instead of running out of memory [default: this machine's memory].
+    #[arg(long, global = true, env = "MEMORY_SIZE")]
+    memory_size: Option<u64>,
+}
+
+/// This machine's memory in MB (`MemTotal` of /proc/meminfo), when it says.
+fn machine_memory_mb() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
 }
 
 #[derive(Subcommand)]
@@ -165,6 +179,9 @@ async fn main() -> ExitCode {
         .init();
     crash::arm(environment(crash::CRASH_AT));
     let cli = Cli::parse();
+    if let Some(mb) = cli.memory_size.or_else(machine_memory_mb) {
+        lakemirror_delta::LogLimits::for_memory_mb(mb).install();
+    }
     let aws = config::load().await;
     let context = Context {
         stores: config::object_stores(&aws, &environment)

@@ -136,6 +136,18 @@ impl DeltaCommit {
     /// Parses a newline-delimited JSON commit file. `file_time_ms` is the object's
     /// modification time, used when the commit carries no timestamp of its own.
     pub fn parse(version: i64, bytes: &[u8], file_time_ms: i64) -> Result<Self, String> {
+        Self::parse_each(version, bytes, file_time_ms, |_| true)
+    }
+
+    /// [`DeltaCommit::parse`] handing each line to `keep` first, which may take from it, and
+    /// keeping in the commit only what it answers true for: a replay that applies file
+    /// actions as they are read holds none of them.
+    pub fn parse_each(
+        version: i64,
+        bytes: &[u8],
+        file_time_ms: i64,
+        mut keep: impl FnMut(&mut ActionLine) -> bool,
+    ) -> Result<Self, String> {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| format!("commit {version} is not UTF-8: {e}"))?;
         let mut commit = DeltaCommit {
@@ -152,13 +164,15 @@ impl DeltaCommit {
             if line.trim().is_empty() {
                 continue;
             }
-            let action: ActionLine = serde_json::from_str(line).map_err(|e| {
+            let mut action: ActionLine = serde_json::from_str(line).map_err(|e| {
                 format!("commit {version}, line {}: not a Delta action ({e})", n + 1)
             })?;
             if let Some(info) = &action.commit_info {
                 info_time = info.in_commit_timestamp.or(info.timestamp);
             }
-            commit.push(action);
+            if keep(&mut action) {
+                commit.push(action);
+            }
         }
         if let Some(t) = info_time {
             commit.timestamp_ms = t;

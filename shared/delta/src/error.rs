@@ -36,6 +36,18 @@ pub enum Error {
         newest: Option<i64>,
     },
 
+    /// The table holds more data files at a version than one sync holds with the memory it
+    /// has. Permanent until the memory grows.
+    #[error(
+        "Delta table {table} holds more than {limit} data files at version {version}, more than one sync holds at once with {memory} (about 2 KB each); nothing was written. Give the function more memory (MemorySize, MEMORY_SIZE); a new mirror of a table this large is bootstrapped in groups (BOOTSTRAP_GROUP_FILES) or by the FanOutBootstrap state machine"
+    )]
+    TooManyFiles {
+        table: String,
+        version: i64,
+        limit: u64,
+        memory: String,
+    },
+
     /// A Parquet file (a checkpoint) could not be decoded.
     #[error("Parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),

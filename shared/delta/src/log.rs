@@ -11,15 +11,12 @@ use crate::checkpoint::{
     for_each_checkpoint_action, json_actions,
 };
 use crate::error::{Error, Result};
+use crate::limits::LogLimits;
 use crate::replay::{ActiveFileSet, FileFilter};
 use lakemirror_storage::TableStorage;
 
 /// Commit files read at once.
 const FETCH_CONCURRENCY: usize = 16;
-/// The largest commit file read into memory (a commit of a million files with stats is
-/// about 1 GB): above it the sync stops with a clear error instead of running out of memory
-/// and holding up every other table of its batch.
-pub const MAX_COMMIT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// What a file in `_delta_log/` is, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,11 +116,23 @@ struct LastCheckpoint {
 #[derive(Debug, Clone)]
 pub struct DeltaLog {
     table: TableStorage,
+    /// What one read holds in memory: log files above its bytes and replays above its files
+    /// are refused instead of the process being killed for its memory.
+    limits: LogLimits,
 }
 
 impl DeltaLog {
+    /// The log of `table`, read within this process's [`LogLimits`].
     pub fn new(table: TableStorage) -> Self {
-        Self { table }
+        Self::with_limits(table, LogLimits::current())
+    }
+
+    pub fn with_limits(table: TableStorage, limits: LogLimits) -> Self {
+        Self { table, limits }
+    }
+
+    pub fn limits(&self) -> LogLimits {
+        self.limits
     }
 
     pub fn table(&self) -> &TableStorage {
@@ -176,14 +185,42 @@ impl DeltaLog {
         version: i64,
         meta: &object_store::ObjectMeta,
     ) -> Result<DeltaCommit> {
+        let (bytes, time_ms) = self.commit_bytes(version, meta).await?;
+        self.parse_commit(version, &bytes, time_ms)
+    }
+
+    /// The bytes of commit `version` (listed as `meta`) and its file's time.
+    async fn commit_bytes(
+        &self,
+        version: i64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<(bytes::Bytes, i64)> {
         let location = self.table.location_of_key(&meta.location);
-        let (bytes, _) = self
+        let (bytes, meta) = self
             .table
-            .get_at_most(&location, MAX_COMMIT_BYTES)
+            .get_at_most(&location, self.limits.file_bytes)
             .await?
             .ok_or_else(|| self.malformed(format!("commit {version} vanished while reading")))?;
-        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
-            .map_err(|reason| self.malformed(reason))
+        Ok((bytes, meta.last_modified.timestamp_millis()))
+    }
+
+    /// Parses a commit held whole, after checking that its actions (about one a line) fit
+    /// the files one read holds.
+    fn parse_commit(&self, version: i64, bytes: &[u8], time_ms: i64) -> Result<DeltaCommit> {
+        let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+        if lines > self.limits.held_files {
+            return Err(self.too_many_files(version));
+        }
+        DeltaCommit::parse(version, bytes, time_ms).map_err(|reason| self.malformed(reason))
+    }
+
+    fn too_many_files(&self, version: i64) -> Error {
+        Error::TooManyFiles {
+            table: self.table.root_uri().to_string(),
+            version,
+            limit: self.limits.held_files,
+            memory: self.limits.memory_text(),
+        }
     }
 
     /// The commits after `version` up to `target` (newest when None). `known` is a version
@@ -227,12 +264,15 @@ impl DeltaLog {
     /// Commit `version`, if its file exists.
     async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
         let location = self.log_file(&format!("{version:020}.json"));
-        let Some((bytes, meta)) = self.table.get_at_most(&location, MAX_COMMIT_BYTES).await? else {
+        let Some((bytes, meta)) = self
+            .table
+            .get_at_most(&location, self.limits.file_bytes)
+            .await?
+        else {
             return Ok(None);
         };
-        DeltaCommit::parse(version, &bytes, meta.last_modified.timestamp_millis())
+        self.parse_commit(version, &bytes, meta.last_modified.timestamp_millis())
             .map(Some)
-            .map_err(|reason| self.malformed(reason))
     }
 
     /// Commits `first..=last`, fetched by name; None when one of them does not exist.
@@ -325,9 +365,9 @@ impl DeltaLog {
     /// checkpoint only the footer and those two columns are read (ranged requests), so the
     /// cost does not grow with the number of files in the table.
     pub async fn definition(&self) -> Result<TableDefinition> {
-        let snapshot = self
-            .rebuild(None, Reading::Definition, ActiveFileSet::default())
-            .await?;
+        // Its commits are applied as they are parsed, holding no file.
+        let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
+        let snapshot = self.rebuild(None, Reading::Definition, no_files).await?;
         match (snapshot.active.metadata, snapshot.active.protocol) {
             (Some(metadata), Some(protocol)) => Ok(TableDefinition {
                 version: snapshot.version,
@@ -492,6 +532,7 @@ impl DeltaLog {
                 for (n, meta) in parts.iter().enumerate() {
                     self.read_checkpoint_part(meta, &mut active, reading)
                         .await?;
+                    self.check_held(&active, *cp_version)?;
                     // A large checkpoint reports each part read (a line per stage in
                     // Lambda's log, progress on the CLI's stderr).
                     if reading == Reading::Everything && started.elapsed() >= PROGRESS_AFTER {
@@ -520,10 +561,24 @@ impl DeltaLog {
                         "commit {v} is missing and no checkpoint covers it (log cleaned up without a checkpoint?)"
                     ))
                 })?;
-            let commit = self.read_commit(v, meta).await?;
+            let commit = match active.filter {
+                // A filtered replay holds only its share of the files: the commit is applied
+                // as it is parsed, never held as actions.
+                Some(_) => {
+                    let (bytes, time_ms) = self.commit_bytes(v, meta).await?;
+                    active
+                        .apply_parsed(v, &bytes, time_ms)
+                        .map_err(|reason| self.malformed(reason))?
+                }
+                None => {
+                    let commit = self.read_commit(v, meta).await?;
+                    active.apply(&commit);
+                    commit
+                }
+            };
+            self.check_held(&active, v)?;
             timestamp_ms = commit.timestamp_ms;
             commit_hash = Some(commit.content_hash);
-            active.apply(&commit);
         }
         if start > version {
             // The snapshot is the checkpoint itself: take the time of its commit if listed.
@@ -623,6 +678,24 @@ impl DeltaLog {
         }
     }
 
+    /// Refuses a replay holding more files than the limits allow.
+    fn check_held(&self, active: &ActiveFileSet, version: i64) -> Result<()> {
+        match active.files.len() as u64 > self.limits.held_files {
+            true => Err(self.too_many_files(version)),
+            false => Ok(()),
+        }
+    }
+
+    /// A checkpoint part or sidecar, read whole within the limits.
+    async fn checkpoint_bytes(&self, location: &str) -> Result<bytes::Bytes> {
+        let (bytes, _) = self
+            .table
+            .get_at_most(location, self.limits.file_bytes)
+            .await?
+            .ok_or_else(|| self.malformed(format!("{location} vanished while reading")))?;
+        Ok(bytes)
+    }
+
     async fn read_checkpoint_part(
         &self,
         meta: &object_store::ObjectMeta,
@@ -633,8 +706,12 @@ impl DeltaLog {
         // A v2 checkpoint keeps its file actions in sidecars (metaData and protocol never).
         let mut sidecars: Vec<String> = Vec::new();
         // Applies one action; answers the sidecar it names.
+        let held = usize::try_from(self.limits.held_files).unwrap_or(usize::MAX);
         let mut apply = |line: ActionLine| -> Option<String> {
-            if let Some(add) = line.add {
+            // Past the limit the rest is let go: the caller refuses the replay.
+            if let Some(add) = line.add
+                && active.files.len() <= held
+            {
                 active.add(add);
             }
             if let Some(m) = line.meta_data {
@@ -650,7 +727,7 @@ impl DeltaLog {
         let mut apply_part = |line: ActionLine| sidecars.extend(apply(line));
         // Rows are applied as they are decoded: the checkpoint is never held as actions.
         if location.ends_with(".json") {
-            let (bytes, _) = self.table.get(&location).await?;
+            let bytes = self.checkpoint_bytes(&location).await?;
             json_actions(&bytes)
                 .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?
                 .into_iter()
@@ -662,7 +739,7 @@ impl DeltaLog {
                 .into_iter()
                 .for_each(&mut apply_part);
         } else {
-            let (bytes, _) = self.table.get(&location).await?;
+            let bytes = self.checkpoint_bytes(&location).await?;
             for_each_checkpoint_action(bytes, &mut apply_part)
                 .map_err(|e| self.malformed(format!("checkpoint {location}: {e}")))?;
         }
@@ -672,7 +749,7 @@ impl DeltaLog {
                 .scope()
                 .resolve(crate::LogPath::Sidecar, &path)
                 .map_err(|why| self.malformed(why))?;
-            let (bytes, _) = self.table.get(&sidecar).await?;
+            let bytes = self.checkpoint_bytes(&sidecar).await?;
             for_each_checkpoint_action(bytes, |line| {
                 apply(line);
             })
@@ -861,5 +938,85 @@ mod tests {
         ] {
             assert_eq!(classify(other), LogFileKind::Other, "{other}");
         }
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::test_tables::{add, commit_info, metadata, protocol, write_commit};
+    use lakemirror_storage::ObjectStores;
+
+    async fn table_of(files: usize) -> TableStorage {
+        let table = ObjectStores::in_memory()
+            .open("s3://lake/warehouse/big", Arc::default())
+            .unwrap();
+        let mut actions = vec![
+            commit_info(1),
+            protocol(),
+            metadata("big", &[("id", "long")], &[]),
+        ];
+        actions.extend((0..files).map(|n| add(&format!("part-{n}.parquet"), 1, &[])));
+        write_commit(&table, 0, &actions).await;
+        table
+    }
+
+    fn limits(held_files: u64, file_bytes: u64) -> LogLimits {
+        LogLimits {
+            memory_mb: Some(1),
+            file_bytes,
+            held_files,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_with_more_files_than_a_read_holds_is_refused_before_it_is_parsed() {
+        let table = table_of(50).await;
+        let log = DeltaLog::with_limits(table.clone(), limits(40, 1 << 20));
+        let err = log.snapshot(None).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::TooManyFiles {
+                    limit: 40,
+                    version: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("MemorySize"), "{err}");
+        // The one-commit read of an incremental sync is bounded the same way.
+        let err = log.commits_since(-1, Some(0), None).await.unwrap_err();
+        assert!(matches!(err, Error::TooManyFiles { .. }), "{err}");
+        // Within the limit it reads.
+        let log = DeltaLog::with_limits(table, limits(60, 1 << 20));
+        assert_eq!(log.snapshot(None).await.unwrap().active.files.len(), 50);
+    }
+
+    #[tokio::test]
+    async fn a_filtered_read_holds_only_its_share_so_a_large_commit_reads_in_parts() {
+        let table = table_of(50).await;
+        let log = DeltaLog::with_limits(table, limits(20, 1 << 20));
+        let share = FileFilter::adds(|path| path.ends_with("1.parquet"));
+        let snapshot = log.snapshot_of(None, share).await.unwrap();
+        assert_eq!(snapshot.active.files.len(), 5);
+        assert!(snapshot.metadata().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_log_file_larger_than_a_read_holds_is_refused_unread() {
+        let table = table_of(50).await;
+        let log = DeltaLog::with_limits(table, limits(1000, 1000));
+        let err = log.snapshot(None).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Storage(lakemirror_storage::Error::TooLarge { limit: 1000, .. })
+            ),
+            "{err}"
+        );
     }
 }

@@ -120,6 +120,33 @@ impl ActiveFileSet {
     }
 }
 
+impl ActiveFileSet {
+    /// Applies a commit file as it is parsed, in the order [`ActiveFileSet::apply`] keeps
+    /// (its removes, then its adds), holding none of its file actions: the file is parsed
+    /// twice, once for each. Answers the commit without its file actions.
+    pub fn apply_parsed(
+        &mut self,
+        version: i64,
+        bytes: &[u8],
+        file_time_ms: i64,
+    ) -> Result<DeltaCommit, String> {
+        DeltaCommit::parse_each(version, bytes, file_time_ms, |line| {
+            if let Some(remove) = &line.remove {
+                self.remove(&remove.path);
+            }
+            line.add.is_none() && line.remove.is_none()
+        })?;
+        let commit = DeltaCommit::parse_each(version, bytes, file_time_ms, |line| {
+            if let Some(add) = line.add.take() {
+                self.add(add);
+            }
+            line.remove.is_none()
+        })?;
+        self.apply(&commit);
+        Ok(commit)
+    }
+}
+
 /// Decodes a Delta `add.path`/`remove.path` (a URI reference) exactly once.
 pub fn decode_path(path: &str) -> String {
     percent_encoding::percent_decode_str(path)
@@ -174,6 +201,34 @@ mod tests {
         let paths: Vec<_> = set.files.keys().cloned().collect();
         assert_eq!(paths, vec!["k 2", "k3"]);
         assert!(set.metadata.is_none());
+    }
+
+    #[test]
+    fn a_commit_applied_as_parsed_ends_as_one_applied_whole() {
+        // A deletion vector replaced: the add of the path comes before its remove.
+        let lines = [
+            add("a"),
+            add("b"),
+            remove("a"),
+            r#"{"metaData":{"id":"t","format":{"provider":"parquet","options":{}},"schemaString":"{}","partitionColumns":[],"configuration":{}}}"#.to_string(),
+            r#"{"commitInfo":{"timestamp":77}}"#.to_string(),
+        ]
+        .join("\n");
+        let mut whole = ActiveFileSet::default();
+        whole.apply(&commit(0, &add("a")));
+        let mut parsed = whole.clone();
+        let whole_commit = commit(1, &lines);
+        whole.apply(&whole_commit);
+        let read = parsed.apply_parsed(1, lines.as_bytes(), 0).unwrap();
+        assert_eq!(
+            parsed.files.keys().collect::<Vec<_>>(),
+            whole.files.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(parsed.files.keys().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert!(parsed.metadata.is_some());
+        assert!(read.adds.is_empty() && read.removes.is_empty());
+        assert_eq!(read.timestamp_ms, 77);
+        assert_eq!(read.content_hash, whole_commit.content_hash);
     }
 
     #[test]

@@ -112,6 +112,14 @@ impl Error {
     }
 
     /// No Delta table where one was asked for.
+    /// Whether the table holds more files than one read of its log holds in memory.
+    pub fn is_too_many_files(&self) -> bool {
+        matches!(
+            self,
+            Error::Delta(lakemirror_delta::Error::TooManyFiles { .. })
+        )
+    }
+
     pub fn is_not_a_delta_table(&self) -> bool {
         matches!(
             self,

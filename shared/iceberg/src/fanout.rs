@@ -290,6 +290,8 @@ pub struct GroupedBootstrap {
 impl GroupedBootstrap {
     pub async fn read(log: &DeltaLog, to_version: Option<i64>, group_files: u64) -> Result<Self> {
         let started = Instant::now();
+        // A group holds no more than one read of the log may.
+        let group_files = group_files.min(log.limits().held_files);
         let counted = Arc::new(AtomicU64::new(0));
         let counter = counted.clone();
         let count_only = FileFilter::adds(move |_| {

@@ -206,6 +206,10 @@ pub async fn glue_sync(
             }
             // Gone, or never there: the Glue table (if any) says which.
             Err(e) if e.is_not_a_delta_table() => TargetProperties::default(),
+            // Larger than one read holds: bootstrapped in groups, named by its definition.
+            Err(e) if e.is_too_many_files() => {
+                TargetProperties::of(Some(&log.definition().await?.metadata))
+            }
             Err(e) => return Err(e),
         },
     };
@@ -398,18 +402,24 @@ async fn plan(
                 planned => planned,
             };
         }
-        if history.is_none() && bootstraps_in_groups(log, request).await? {
-            let grouped =
-                GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
-            return Ok(Planned {
-                plans: Vec::new(),
-                newest_metadata: grouped.metadata().cloned(),
-                rebuilt: None,
-                grouped: Some(grouped),
-            });
+        if history.is_some() || !bootstraps_in_groups(log, request).await? {
+            // A new mirror: its history starts with the per-version window.
+            match rebuild(log, request, None, None, None, history).await {
+                // More files than one read holds (a huge commit and no checkpoint yet).
+                Err(e) if e.is_too_many_files() => {
+                    tracing::info!(table = %root, error = %e, "bootstrapping in groups")
+                }
+                planned => return planned,
+            }
         }
-        // A new mirror: its history starts with the per-version window.
-        return rebuild(log, request, None, None, None, history).await;
+        let grouped =
+            GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+        return Ok(Planned {
+            plans: Vec::new(),
+            newest_metadata: grouped.metadata().cloned(),
+            rebuilt: None,
+            grouped: Some(grouped),
+        });
     };
     let view = current.view()?;
     let spec = current.metadata.default_partition_spec();

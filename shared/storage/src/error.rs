@@ -23,7 +23,7 @@ pub enum Error {
 
     /// An object is larger than lakemirror reads into memory. Permanent.
     #[error(
-        "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once; nothing was written. A Delta commit this large cannot be mirrored: split such operations into smaller commits"
+        "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once with the memory it has; nothing was written. Give the function more memory (MemorySize, MEMORY_SIZE: a quarter of it, at most 512 MB, is read at once), or split such operations into smaller commits"
     )]
     TooLarge {
         location: String,

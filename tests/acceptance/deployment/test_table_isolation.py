@@ -227,3 +227,73 @@ def test_row_values_stay_out_of_errors(tmp_path, lakemirror, postgres_url):
     with psycopg.connect(postgres_url) as con:
         assert con.execute('SELECT id, ssn FROM "public"."people_pk" ORDER BY id').fetchall() == [
             (1, SSNS[0]), (2, SSNS[1])]
+
+
+# A function of 2 MB (MEMORY_SIZE) reads log files of at most 1 MiB and holds at most 614 data
+# files: the 2,000,000-add commit of the issue, scaled down so the test stays fast.
+SMALL_MEMORY = {"MEMORY_SIZE": "2"}
+HELD_AT_SMALL_MEMORY = 614
+
+
+def many_adds(files, prefix="part"):
+    """`files` adds with stats (no data file is written: a sync reads only the log)."""
+    return [{"add": {"path": f"{prefix}-{n:05}.parquet", "partitionValues": {}, "size": 100,
+                     "modificationTime": 1, "dataChange": True, "stats": json.dumps({"numRecords": 1})}}
+            for n in range(files)]
+
+
+def test_a_commit_larger_than_the_functions_memory_is_refused_alone(
+        bucket, glue_database, lakemirror, tmp_path):
+    """One writer commits more adds than a sync of the function's memory holds (issue 29): before,
+    the invocation was killed for its memory and every table of its batch came back until the
+    dead-letter queue took them. Now that table is refused with what to do, unread past the
+    limit, and the table beside it in the same batch syncs."""
+    from acceptance.glue_sync.test_invoke import moto_style_s3_record, sqs_record
+
+    big, small = attacker(bucket, "big"), attacker(bucket, "small")
+    for table in (big, small):
+        lakemirror("glue-sync", "--table-uri", table.uri, "--glue-database", glue_database)
+    glue = boto3.client("glue")
+    big_before = glue.get_table(DatabaseName=glue_database, Name="big")["Table"]["Parameters"]["metadata_location"]
+    big.commit(1, many_adds(1000))
+    small.commit(1, [small.add("second.parquet", [200])])
+    commit = lambda t: json.dumps({"Records": [moto_style_s3_record(bucket, f"{t.prefix}/_delta_log/{1:020}.json")]})
+    event = tmp_path / "batch.json"
+    event.write_text(json.dumps({"Records": [sqs_record("big", commit(big)), sqs_record("small", commit(small))]}))
+    result = lakemirror("invoke", "glue-sync", "--event", event, "--glue-database", glue_database,
+                        env=SMALL_MEMORY, check=False)
+    assert "panicked" not in result.stderr, result.stderr
+    assert f"more than {HELD_AT_SMALL_MEMORY} data files at version 1" in result.stderr, result.stderr
+    assert "Give the function more memory (MemorySize, MEMORY_SIZE)" in result.stderr, result.stderr
+    assert glue.get_table(DatabaseName=glue_database, Name="big")["Table"]["Parameters"]["metadata_location"] \
+        == big_before, "the big table's mirror stays at its version"
+    judge.assert_same_rows([(100,), (200,)], judge.iceberg_rows_pyiceberg(glue_database, "small"))
+
+
+def test_a_log_file_larger_than_the_functions_memory_is_refused_unread(
+        bucket, glue_database, lakemirror, postgres_url):
+    table = attacker(bucket, "huge")
+    lakemirror("glue-sync", "--table-uri", table.uri, "--glue-database", glue_database)
+    table.commit(1, many_adds(6000, prefix="a-rather-long-file-name-that-fills-the-commit"))
+    for command in (["glue-sync", "--table-uri", table.uri, "--glue-database", glue_database],
+                    ["lakebase-sync", "--source-path", table.uri, "--target-table", "huge",
+                     "--postgres-url", postgres_url]):
+        result = lakemirror(*command, env=SMALL_MEMORY, check=False)
+        assert result.returncode > 0 and "panicked" not in result.stderr, result
+        assert "more than the 1048576 bytes lakemirror reads into memory at once" in result.stderr, result.stderr
+    with psycopg.connect(postgres_url) as con:
+        assert con.execute("SELECT to_regclass('public.huge')").fetchone() == (None,), "nothing was copied"
+
+
+def test_a_new_mirror_of_a_commit_larger_than_memory_is_bootstrapped_in_groups(
+        bucket, glue_database, lakemirror):
+    """A table whose first commit holds more files than one read holds, and no checkpoint to
+    say so: its first sync reads the log in groups, holding a group's files at a time, instead
+    of failing (or, before, holding them all)."""
+    table = HandWrittenTable(bucket, "warehouse/team_a/first_big")
+    table.commit(0, [PROTOCOL, METADATA, *many_adds(1500)])
+    result = lakemirror("glue-sync", "--table-uri", table.uri, "--glue-database", glue_database, env=SMALL_MEMORY)
+    assert "read the log for a bootstrap in groups" in result.stderr, result.stderr
+    snapshot = judge.glue_catalog().load_table(f"{glue_database}.first_big").current_snapshot()
+    assert snapshot.summary["total-data-files"] == "1500"
+    assert snapshot.summary["total-records"] == "1500"
