@@ -336,25 +336,26 @@ impl GlueSyncFunction {
             }
             Ok(())
         };
+        let request = |table_uri: String| GlueSyncRequest {
+            table_uri,
+            database: self.config.database.clone(),
+            table: None,
+            metadata_uri: None,
+            to_version: None,
+            known_version: None,
+            format_version: self.config.format_version,
+            on_missing_source: self.config.on_missing_source,
+            allowed_databases: self.config.allowed_databases.clone(),
+            name_from: self.config.name_from,
+            bootstrap_group_files: self.config.bootstrap_group_files,
+            history: self.config.history,
+        };
         match step {
             FanOutStep::FanOutPlan { table_uri, parts } => {
                 if !allowed(&table_uri) {
                     return Err(refused(&table_uri));
                 }
-                let request = GlueSyncRequest {
-                    table_uri,
-                    database: self.config.database.clone(),
-                    table: None,
-                    metadata_uri: None,
-                    to_version: None,
-                    known_version: None,
-                    format_version: self.config.format_version,
-                    on_missing_source: self.config.on_missing_source,
-                    allowed_databases: self.config.allowed_databases.clone(),
-                    name_from: self.config.name_from,
-                    bootstrap_group_files: self.config.bootstrap_group_files,
-                    history: self.config.history,
-                };
+                let request = request(table_uri);
                 let plan = fanout::plan(&self.lake.stores, &request, parts, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
                 Ok(GlueSyncResponse::FanOutPlanned(plan))
@@ -366,6 +367,10 @@ impl GlueSyncFunction {
             }
             FanOutStep::FanOutFinish { plan } => {
                 checked(&plan)?;
+                // The Glue table is the one thing a part does not write: checked before the
+                // commit, against the table's own definition and this function's naming.
+                let request = request(plan.table_uri.clone());
+                fanout::check_target(&self.lake.stores, &request, &plan, counters.clone()).await?;
                 let report = fanout::finish(&self.lake, &plan, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", report.database, report.table), action = ?report.action, delta_version = ?report.delta_version, added_files = report.added_files, "finished a fanned-out bootstrap");
                 Ok(GlueSyncResponse::FanOutFinished(report))

@@ -145,6 +145,29 @@ pub async fn plan(
     })
 }
 
+/// The Glue table `plan` must name, resolved again as [`plan`] resolves it (the request's
+/// naming mode, and the table's `lakemirror.glue.*` properties at its newest version; only
+/// the log's definition is read): a plan naming another is refused, so a crafted plan cannot
+/// write a table into another's Glue name.
+pub async fn check_target(
+    stores: &ObjectStores,
+    request: &GlueSyncRequest,
+    plan: &FanOutPlan,
+    counters: Arc<IoCounters>,
+) -> Result<()> {
+    let (data, _) = mirror_stores(stores, &plan.table_uri, None, &counters)?;
+    let definition = DeltaLog::new(data).definition().await?;
+    let (target, named_by) =
+        target_defaults(request).resolve(&TargetProperties::of(Some(&definition.metadata)))?;
+    if (&target.database, &target.table, named_by) != (&plan.database, &plan.table, plan.named_by) {
+        return Err(Error::FanOut(format!(
+            "the fan-out plan names Glue table {}.{}, but {} is mirrored to {}.{}: plan again with fan-out-plan; nothing was written",
+            plan.database, plan.table, plan.table_uri, target.database, target.table
+        )));
+    }
+    Ok(())
+}
+
 /// One part: reads the log at the plan's version keeping only the files of this part's
 /// buckets, and writes their manifests and the part's manifest list.
 pub async fn run_part(

@@ -261,3 +261,8 @@ def test_the_state_machine_steps_run_through_the_glue_sync_function_on_s3(
         assert crafted.returncode != 0 and "names metadata folder" in crafted.stderr, crafted.stderr
     listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix="lake/victim/")
     assert listed.get("KeyCount", 0) == 0, "nothing was written in the other folder"
+    # A crafted plan naming another table's Glue name (issue 29): the function resolves the
+    # name again from the table's definition and its own naming, and refuses the plan.
+    squat = invoke({"lakemirror": "fan-out-finish", "plan": {**plan, "table": "victim"}}, check=False)
+    assert squat.returncode != 0 and "is mirrored to" in squat.stderr and "plan again" in squat.stderr, squat.stderr
+    assert "victim" not in [t[1] for t in judge.glue_catalog().list_tables(glue_database)]
