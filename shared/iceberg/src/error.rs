@@ -24,6 +24,13 @@ pub enum Error {
     )]
     SourceMissing { table: String, glue_table: String },
 
+    /// A Delta table inside another table's folder: the outer table's writer controls it.
+    /// Permanent.
+    #[error(
+        "the Delta table at {table} lies inside the Delta table at {outer} (its folder holds a _delta_log): a table inside another's folder is not mirrored, since the outer table's writer can write it and take a name that way; move the table out of {outer}. Nothing was written"
+    )]
+    NestedTable { table: String, outer: String },
+
     /// The catalog table exists but is not an Iceberg table lakemirror can continue.
     #[error("{0}")]
     CatalogState(String),
@@ -111,7 +118,6 @@ impl Error {
         Error::Delta(lakemirror_delta::Error::malformed(table, reason))
     }
 
-    /// No Delta table where one was asked for.
     /// Whether the table holds more files than one read of its log holds in memory.
     pub fn is_too_many_files(&self) -> bool {
         matches!(
@@ -120,6 +126,7 @@ impl Error {
         )
     }
 
+    /// No Delta table where one was asked for.
     pub fn is_not_a_delta_table(&self) -> bool {
         matches!(
             self,

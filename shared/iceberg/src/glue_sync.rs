@@ -227,6 +227,9 @@ pub async fn glue_sync(
                 &metadata_store,
             )
             .await?;
+        if read.current.is_none() && read.lost.is_none() {
+            refuse_nested(&lake.stores, &data, &counters).await?;
+        }
         let planned = match plan(&log, &read, request, history.take()).await {
             Err(Error::SourceMissing { table, glue_table })
                 if request.on_missing_source == OnMissingSource::Drop =>
@@ -703,6 +706,45 @@ impl RecentHistory {
     }
 }
 
+/// Refuses a new mirror of a table that lies inside another table's folder (an ancestor
+/// folder holds `_delta_log/`): one listing per ancestor, once per new mirror. An ancestor the
+/// function may not list (above its `TABLE_PREFIXES`) is not one it mirrors.
+async fn refuse_nested(
+    stores: &ObjectStores,
+    data: &TableStorage,
+    counters: &Arc<IoCounters>,
+) -> Result<()> {
+    for outer in ancestors(data.root_uri()) {
+        let store = stores.open(&outer, counters.clone())?;
+        match store.holds_any(&store.location("_delta_log/")).await {
+            Ok(true) => {
+                return Err(Error::NestedTable {
+                    table: data.root_uri().to_string(),
+                    outer,
+                });
+            }
+            Ok(false) => {}
+            Err(e) if e.is_permission_denied() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The folders that hold a table root, nearest first, up to the bucket (or the file system's
+/// root): `s3://b/w/t/x` -> `s3://b/w/t`, `s3://b/w`, `s3://b`.
+fn ancestors(root: &str) -> Vec<String> {
+    let Some((scheme, rest)) = root.split_once("://") else {
+        return Vec::new();
+    };
+    let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let leading = if rest.starts_with('/') { "/" } else { "" };
+    (1..segments.len())
+        .rev()
+        .map(|n| format!("{scheme}://{leading}{}", segments[..n].join("/")))
+        .collect()
+}
+
 /// The snapshots to write, and the newest Delta metadata that planning saw (None when the
 /// commits planned did not change it).
 #[derive(Default)]
@@ -818,6 +860,23 @@ fn backoff(attempt: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tables_ancestors_run_from_its_parent_to_the_bucket() {
+        assert_eq!(
+            super::ancestors("s3://lake/warehouse/team_a/t"),
+            [
+                "s3://lake/warehouse/team_a",
+                "s3://lake/warehouse",
+                "s3://lake"
+            ]
+        );
+        assert_eq!(
+            super::ancestors("file:///tmp/w/t"),
+            ["file:///tmp/w", "file:///tmp"]
+        );
+        assert!(super::ancestors("s3://lake").is_empty());
+    }
+
     use super::*;
 
     use lakemirror_delta::test_tables::{

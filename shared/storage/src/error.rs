@@ -67,6 +67,14 @@ impl Error {
         }
     }
 
+    /// Whether the store refused the request for lack of rights.
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(
+            self,
+            Error::Store(object_store::Error::PermissionDenied { .. })
+        )
+    }
+
     /// Whether the object asked for does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Store(object_store::Error::NotFound { .. }))

@@ -303,6 +303,21 @@ impl TableStorage {
         Ok(folders)
     }
 
+    /// Whether any object lies under `prefix` (a location ending in `/`): one listing
+    /// request, whatever the folder holds.
+    pub async fn holds_any(&self, prefix: &str) -> Result<bool> {
+        self.readable(prefix.trim_end_matches('/'))?;
+        let prefix_key = self.key(prefix)?;
+        let first = self
+            .store
+            .list(Some(&prefix_key))
+            .next()
+            .await
+            .transpose()?;
+        self.counters.request(0, 0);
+        Ok(first.is_some())
+    }
+
     /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after
     /// `after` (a location), in key order.
     pub async fn list_after(&self, prefix: &str, after: Option<&str>) -> Result<Vec<ObjectMeta>> {

@@ -297,3 +297,25 @@ def test_a_new_mirror_of_a_commit_larger_than_memory_is_bootstrapped_in_groups(
     snapshot = judge.glue_catalog().load_table(f"{glue_database}.first_big").current_snapshot()
     assert snapshot.summary["total-data-files"] == "1500"
     assert snapshot.summary["total-records"] == "1500"
+
+
+def test_a_table_inside_another_tables_folder_is_not_mirrored(
+        victim, bucket, glue_database, delta_storage_options, lakemirror):
+    """A's writer makes a Delta table inside its own table's folder, named by folder like the
+    sales team's table-to-be (`orders`), to take that Glue name first (issue 29). A table inside
+    another's folder is refused whatever its name; the outer table still syncs."""
+    a = attacker(bucket)
+    lakemirror("glue-sync", "--table-uri", a.uri, "--glue-database", glue_database)
+    nested = f"{a.uri}/orders"
+    write_deltalake(nested, pa.table({"id": pa.array([666], pa.int64())}), storage_options=delta_storage_options)
+    result = lakemirror("glue-sync", "--table-uri", nested, "--glue-database", glue_database, check=False)
+    assert result.returncode > 0 and "panicked" not in result.stderr, result
+    assert f"lies inside the Delta table at {a.uri}" in result.stderr, result.stderr
+    assert "orders" not in [t[1] for t in judge.glue_catalog().list_tables(glue_database)]
+    sales = f"s3://{bucket}/warehouse/sales/orders"
+    write_deltalake(sales, pa.table({"id": pa.array([1], pa.int64())}), storage_options=delta_storage_options)
+    lakemirror("glue-sync", "--table-uri", sales, "--glue-database", glue_database)
+    judge.assert_same_rows([(1,)], judge.iceberg_rows_pyiceberg(glue_database, "orders"))
+    a.commit(1, [a.add("second.parquet", [200])])
+    lakemirror("glue-sync", "--table-uri", a.uri, "--glue-database", glue_database)
+    untouched(victim, glue_database)
