@@ -120,7 +120,8 @@ def report(rows, args, size_mb) -> str:
              "|---|---:|---|---|---:|---:|---:|"]
     for name, memory, case, r in rows:
         if "failed" in r:
-            outcome = "refused: " + r["failed"].removeprefix("error: ")[:110]
+            text = r["failed"]
+            outcome = "refused: " + text[text.find("more than"):][:110] if "more than" in text else text[:110]
         else:
             outcome = f"ok, {r['report'].get('added_files')} files"
         rss = r.get("peak_rss_mb") or 0
