@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use lakemirror_delta::LogLimits;
+use lakemirror_iceberg::LogLimits;
 use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{ObjectStores, S3Options};
 use object_store::CredentialProvider;

@@ -62,6 +62,19 @@ pub struct GlueSyncConfig {
 }
 
 impl GlueSyncConfig {
+    /// The sync of `table_uri` these settings describe.
+    pub fn request(&self, table_uri: String) -> GlueSyncRequest {
+        GlueSyncRequest {
+            format_version: self.format_version,
+            on_missing_source: self.on_missing_source,
+            allowed_databases: self.allowed_databases.clone(),
+            name_from: self.name_from,
+            bootstrap_group_files: self.bootstrap_group_files,
+            history: self.history,
+            ..GlueSyncRequest::new(table_uri, self.database.clone())
+        }
+    }
+
     /// The configuration from `setting` (the function's environment variables).
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
@@ -336,20 +349,7 @@ impl GlueSyncFunction {
             }
             Ok(())
         };
-        let request = |table_uri: String| GlueSyncRequest {
-            table_uri,
-            database: self.config.database.clone(),
-            table: None,
-            metadata_uri: None,
-            to_version: None,
-            known_version: None,
-            format_version: self.config.format_version,
-            on_missing_source: self.config.on_missing_source,
-            allowed_databases: self.config.allowed_databases.clone(),
-            name_from: self.config.name_from,
-            bootstrap_group_files: self.config.bootstrap_group_files,
-            history: self.config.history,
-        };
+        let request = |table_uri: String| self.config.request(table_uri);
         match step {
             FanOutStep::FanOutPlan { table_uri, parts } => {
                 if !allowed(&table_uri) {
@@ -569,18 +569,8 @@ async fn sync_one(
 ) -> lakemirror_iceberg::Result<SyncReport> {
     let counters = Arc::new(IoCounters::default());
     let request = GlueSyncRequest {
-        table_uri: trigger.table_uri(),
-        database: config.database.clone(),
-        table: None,
-        metadata_uri: None,
-        to_version: None,
         known_version: Some(trigger.newest_version),
-        format_version: config.format_version,
-        on_missing_source: config.on_missing_source,
-        allowed_databases: config.allowed_databases.clone(),
-        name_from: config.name_from,
-        bootstrap_group_files: config.bootstrap_group_files,
-        history: config.history,
+        ..config.request(trigger.table_uri())
     };
     let report = glue_sync(lake, &request, counters).await?;
     let lag_ms = trigger.first_event_time_ms.map(|t| {

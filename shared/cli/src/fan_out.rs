@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use clap::Subcommand;
+use lakemirror_iceberg::GlueSyncRequest;
 use lakemirror_iceberg::fanout::{self, FanOutPlan};
-use lakemirror_iceberg::{GlueSyncRequest, OnMissingSource};
 use lakemirror_storage::IoCounters;
 
 use crate::glue_sync::{format_version, naming};
@@ -91,18 +91,13 @@ pub async fn run(context: &Context, step: Step) -> Result<String> {
             let (allowed_databases, name_from) =
                 naming(allowed_glue_databases.as_deref(), &table_name_from_path)?;
             let request = GlueSyncRequest {
-                table_uri,
-                database: glue_database,
                 table: glue_table,
                 metadata_uri,
                 to_version,
-                known_version: None,
                 format_version: format_version(&iceberg_format_version),
-                on_missing_source: OnMissingSource::default(),
                 allowed_databases,
                 name_from,
-                bootstrap_group_files: fanout::BOOTSTRAP_GROUP_FILES,
-                history: Default::default(),
+                ..GlueSyncRequest::new(table_uri, glue_database)
             };
             let plan = fanout::plan(&context.stores, &request, parts, counters).await?;
             eprintln!(

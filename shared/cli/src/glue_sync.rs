@@ -108,18 +108,19 @@ impl Args {
             &self.table_name_from_path,
         )?;
         Ok(GlueSyncRequest {
-            table_uri: self.table_uri.clone().unwrap_or_default(),
-            database: self.glue_database.clone(),
             table: self.glue_table.clone(),
             metadata_uri: self.metadata_uri.clone(),
             to_version: self.to_version,
-            known_version: None,
             format_version: format_version(&self.iceberg_format_version),
             on_missing_source: missing_source_action(&self.on_missing_source),
             allowed_databases,
             name_from,
             bootstrap_group_files: self.bootstrap_group_files,
             history: self.history.policy(),
+            ..GlueSyncRequest::new(
+                self.table_uri.clone().unwrap_or_default(),
+                self.glue_database.clone(),
+            )
         })
     }
 }

@@ -64,6 +64,27 @@ pub struct GlueSyncRequest {
     pub history: HistoryPolicy,
 }
 
+impl GlueSyncRequest {
+    /// A sync of `table_uri` into Glue database `database` with every setting at its
+    /// default: the newest version, named by folder, Iceberg v2, the default history.
+    pub fn new(table_uri: impl Into<String>, database: impl Into<String>) -> Self {
+        Self {
+            table_uri: table_uri.into(),
+            database: database.into(),
+            table: None,
+            metadata_uri: None,
+            to_version: None,
+            known_version: None,
+            format_version: iceberg::spec::FormatVersion::V2,
+            on_missing_source: OnMissingSource::Keep,
+            allowed_databases: None,
+            name_from: NameFrom::Folder,
+            bootstrap_group_files: crate::fanout::BOOTSTRAP_GROUP_FILES,
+            history: HistoryPolicy::default(),
+        }
+    }
+}
+
 /// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum OnMissingSource {
@@ -902,20 +923,7 @@ mod tests {
     }
 
     fn request(table_uri: &str) -> GlueSyncRequest {
-        GlueSyncRequest {
-            table_uri: table_uri.into(),
-            database: "lake".into(),
-            table: None,
-            metadata_uri: None,
-            to_version: None,
-            known_version: None,
-            format_version: iceberg::spec::FormatVersion::V2,
-            on_missing_source: OnMissingSource::Keep,
-            allowed_databases: None,
-            name_from: NameFrom::Folder,
-            bootstrap_group_files: 250_000,
-            history: HistoryPolicy::default(),
-        }
+        GlueSyncRequest::new(table_uri, "lake")
     }
 
     async fn sync(lake: &Lakehouse, request: &GlueSyncRequest) -> Result<SyncReport> {

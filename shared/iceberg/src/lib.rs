@@ -23,4 +23,6 @@ pub mod writer;
 pub use catalog::{Catalog, CatalogTable, InMemoryCatalog, Lakehouse};
 pub use error::{Error, Result};
 pub use glue_sync::{GlueSyncRequest, OnMissingSource, SyncAction, SyncReport, glue_sync};
+/// What one sync reads of a Delta log at once, set by each function from its memory.
+pub use lakemirror_delta::LogLimits;
 pub use writer::{MetadataWriter, StagedTable};
