@@ -210,13 +210,16 @@ pub async fn glue_sync(
         Some(_) => None,
         None => remembered_properties(&metadata_store, data.root_uri()).await?,
     };
-    // A history read to learn the properties is handed to the first plan, not read twice.
+    // A history read to learn the properties is handed to the first plan, not read twice;
+    // so is what that read learned of the table's size.
     let mut history = None;
+    let mut in_groups = false;
     let mut properties = match (defaults.fixed(), &remembered) {
         (Some(_), _) => TargetProperties::default(),
         (None, Some(known)) => known.properties.clone(),
         // A table bootstrapped in groups is never read whole: its definition names it.
         (None, None) if bootstraps_in_groups(&log, request).await? => {
+            in_groups = true;
             TargetProperties::of(Some(&log.definition().await?.metadata))
         }
         (None, None) => match RecentHistory::read(&log, request, None, true).await {
@@ -229,6 +232,7 @@ pub async fn glue_sync(
             Err(e) if e.is_not_a_delta_table() => TargetProperties::default(),
             // Larger than one read holds: bootstrapped in groups, named by its definition.
             Err(e) if e.is_too_many_files() => {
+                in_groups = true;
                 TargetProperties::of(Some(&log.definition().await?.metadata))
             }
             Err(e) => return Err(e),
@@ -251,7 +255,7 @@ pub async fn glue_sync(
         if read.current.is_none() && read.lost.is_none() {
             refuse_nested(&lake.stores, &data, &counters).await?;
         }
-        let planned = match plan(&log, &read, request, history.take()).await {
+        let planned = match plan(&log, &read, request, history.take(), in_groups).await {
             Err(Error::SourceMissing { table, glue_table })
                 if request.on_missing_source == OnMissingSource::Drop =>
             {
@@ -404,12 +408,14 @@ pub async fn glue_sync(
 /// when the Delta table is not the one the mirror was built from (re-created at the same
 /// location) or changed in a way a mirror cannot follow (column mapping turned on), the
 /// table as a new history. An event for a version the mirror has is dropped only after the
-/// log was seen to still hold the very commit the mirror last took.
+/// log was seen to still hold the very commit the mirror last took. `in_groups`: the table
+/// is already known to be bootstrapped in groups (too large for one read).
 async fn plan(
     log: &DeltaLog,
     read: &CatalogTable,
     request: &GlueSyncRequest,
     history: Option<RecentHistory>,
+    in_groups: bool,
 ) -> Result<Planned> {
     let root = log.table().root_uri();
     let to_version = request.to_version;
@@ -426,7 +432,7 @@ async fn plan(
                 planned => planned,
             };
         }
-        if history.is_some() || !bootstraps_in_groups(log, request).await? {
+        if !in_groups && (history.is_some() || !bootstraps_in_groups(log, request).await?) {
             // A new mirror: its history starts with the per-version window.
             match rebuild(log, request, None, None, None, history).await {
                 // More files than one read holds (a huge commit and no checkpoint yet).
