@@ -12,27 +12,40 @@ import pytest
 from conftest import REPO
 
 # Each workspace crate and the workspace crates it may depend on (directly; normal
-# dependencies). Down only: functions/cli -> aws, lakebase, unity, iceberg -> plan -> delta
-# -> storage. lakebase reads Unity Catalog sources, a step sideways on the same floor.
+# dependencies). Down only: functions/cli -> mirror, aws, lakebase, unity; mirror, aws ->
+# iceberg, events; iceberg -> plan -> delta -> storage; events -> plan, storage. lakebase
+# reads Unity Catalog sources, a step sideways on the same floor.
 ALLOWED = {
     "lakemirror-storage": set(),
     "lakemirror-delta": {"lakemirror-storage"},
     "lakemirror-plan": {"lakemirror-delta"},
     "lakemirror-iceberg": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
-    "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-plan", "lakemirror-storage"},
+    "lakemirror-events": {"lakemirror-plan", "lakemirror-storage"},
+    "lakemirror-mirror": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-plan", "lakemirror-delta",
+                          "lakemirror-storage"},
+    "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-storage"},
     "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
-    "glue-sync": {"lakemirror-aws", "lakemirror-iceberg", "lakemirror-storage"},
-    "lakebase-sync": {"lakemirror-aws", "lakemirror-lakebase", "lakemirror-unity", "lakemirror-storage"},
-    "unity-register": {"lakemirror-aws", "lakemirror-unity", "lakemirror-storage"},
-    "lakemirror-cli": {"lakemirror-aws", "lakemirror-iceberg", "lakemirror-lakebase", "lakemirror-unity",
-                       "lakemirror-plan", "lakemirror-delta", "lakemirror-storage",
-                       "glue-sync", "lakebase-sync", "unity-register"},
+    "glue-sync": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
+                  "lakemirror-storage"},
+    "lakebase-sync": {"lakemirror-aws", "lakemirror-events", "lakemirror-lakebase", "lakemirror-unity",
+                      "lakemirror-storage"},
+    "unity-register": {"lakemirror-aws", "lakemirror-events", "lakemirror-unity", "lakemirror-storage"},
+    "lakemirror-cli": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
+                       "lakemirror-lakebase", "lakemirror-unity", "lakemirror-plan", "lakemirror-delta",
+                       "lakemirror-storage", "glue-sync", "lakebase-sync", "unity-register"},
     "lakemirror-tests": set(),
 }
+# The sync's orchestration is linked only where a mirror is written: reading an event, or
+# speaking to AWS, does not pull it in (issue 33).
+WITHOUT_THE_MIRROR = {"lakemirror-events": {"lakemirror-iceberg", "lakemirror-mirror"},
+                      "lakemirror-aws": {"lakemirror-mirror"},
+                      "lakebase-sync": {"lakemirror-mirror"},
+                      "unity-register": {"lakemirror-mirror"}}
 # What a pure planner may not depend on directly: anything that does IO or runs tasks.
 NOT_IN_PLAN = {"tokio", "futures", "object_store", "bytes", "reqwest", "async-trait", "tokio-postgres"}
 CLI_ONLY = {"clap"}  # tracing-subscriber comes with lambda_runtime
+LIBRARIES = ("storage", "delta", "plan", "iceberg", "events", "mirror", "aws", "lakebase", "unity")
 
 
 @cache
@@ -64,6 +77,12 @@ def test_dependencies_between_crates_point_down_only(package):
     assert ours <= ALLOWED[package], f"{package} may not depend on {sorted(ours - ALLOWED[package])}"
 
 
+@pytest.mark.parametrize("package", sorted(WITHOUT_THE_MIRROR))
+def test_events_and_adapters_do_not_link_the_sync(package):
+    assert not linked(package) & WITHOUT_THE_MIRROR[package], \
+        f"{package} links {sorted(linked(package) & WITHOUT_THE_MIRROR[package])}"
+
+
 def test_the_planner_does_no_io_and_runs_no_tasks():
     assert not normal_dependencies("lakemirror-plan") & NOT_IN_PLAN
     source = "\n".join(p.read_text() for p in (REPO / "shared" / "plan" / "src").rglob("*.rs"))
@@ -86,7 +105,7 @@ def test_lambda_functions_do_not_link_the_clis_dependencies(function):
 def test_environment_variables_are_read_by_binaries_only():
     """Libraries take their settings as arguments; each `main` (and the CLI) reads the
     environment once."""
-    for crate in ("storage", "delta", "plan", "iceberg", "aws", "lakebase", "unity"):
+    for crate in LIBRARIES:
         for path in (REPO / "shared" / crate / "src").rglob("*.rs"):
             code = path.read_text().split("#[cfg(test)]")[0]
             assert "env::var(" not in code, f"{path.relative_to(REPO)} reads the environment"
@@ -101,7 +120,7 @@ def test_library_messages_name_settings_not_the_clis_flags():
         for field in re.findall(r"#\[arg\([^\]]*long[^\]]*\)\]\s*(?:///[^\n]*\n\s*)*pub (\w+):", path.read_text()):
             flags.add("--" + field.replace("_", "-"))
     assert {"--mode", "--schema", "--postgres-url", "--table-uri"} <= flags, "the CLI's flags are read"
-    for crate in ("storage", "delta", "plan", "iceberg", "aws", "lakebase", "unity"):
+    for crate in LIBRARIES:
         for path in (REPO / "shared" / crate / "src").rglob("*.rs"):
             code = path.read_text().split("#[cfg(test)]")[0]
             for number, line in enumerate(code.splitlines(), 1):

@@ -1,8 +1,8 @@
 //! The glue-sync function's handler: a Lambda event in, one sync per announced table
 //! ([`GlueSyncFunction::handle`], with the invocation's deadline), the response out.
 
-use lakemirror_aws::function::{GlueSyncFunction, GlueSyncResponse};
-use lakemirror_aws::trigger::LambdaInput;
+use lakemirror_events::trigger::LambdaInput;
+use lakemirror_mirror::function::{GlueSyncFunction, GlueSyncResponse};
 use lambda_runtime::{Error, LambdaEvent};
 
 /// Handles one invocation.
@@ -22,19 +22,20 @@ mod tests {
     use std::sync::Arc;
 
     use iceberg::spec::FormatVersion;
-    use lakemirror_aws::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
-    use lakemirror_aws::{DeadLetters, InMemoryDeadLetters};
     use lakemirror_delta::test_tables::{
         add, delete_commit, metadata, protocol, protocol_with_reader_features, write_checkpoint,
         write_commit,
     };
-    use lakemirror_iceberg::{InMemoryCatalog, Lakehouse, OnMissingSource};
+    use lakemirror_events::{DeadLetters, InMemoryDeadLetters};
+    use lakemirror_iceberg::{InMemoryCatalog, Lakehouse};
+    use lakemirror_mirror::OnMissingSource;
+    use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
     use lakemirror_plan::target::NameFrom;
     use lakemirror_storage::{ObjectStores, TableStorage};
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::{Value, json};
 
-    use lakemirror_aws::test_events::sqs_commits;
+    use lakemirror_events::test_events::sqs_commits;
 
     use super::*;
 

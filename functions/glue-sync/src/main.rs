@@ -12,9 +12,10 @@
 
 use std::sync::Arc;
 
-use lakemirror_aws::function::{GlueSyncConfig, GlueSyncFunction};
-use lakemirror_aws::{DeadLetterQueue, DeadLetters, GlueCatalog, config};
+use lakemirror_aws::{DeadLetterQueue, GlueCatalog, config};
+use lakemirror_events::DeadLetters;
 use lakemirror_iceberg::Lakehouse;
+use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror_storage::crash;
 use lambda_runtime::{Error, run, service_fn};
 

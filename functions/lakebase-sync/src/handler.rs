@@ -4,7 +4,7 @@
 //! event fails when one table failed, so the schedule's retries take over.
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
-use lakemirror_aws::trigger::{LambdaInput, batch_response, table_triggers};
+use lakemirror_events::trigger::{LambdaInput, batch_response, table_triggers};
 use lakemirror_lakebase::LakebaseReport;
 use lakemirror_lakebase::function::LakebaseSyncFunction;
 use lambda_runtime::{Error, LambdaEvent};
@@ -59,7 +59,7 @@ mod tests {
     use lakemirror_storage::ObjectStores;
     use lambda_runtime::Context;
 
-    use lakemirror_aws::test_events::sqs_commits;
+    use lakemirror_events::test_events::sqs_commits;
 
     use super::*;
 

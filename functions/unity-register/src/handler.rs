@@ -6,7 +6,7 @@
 //! fails as a whole when one table failed, so the event source retries it.
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
-use lakemirror_aws::trigger::{LambdaInput, batch_response, table_triggers};
+use lakemirror_events::trigger::{LambdaInput, batch_response, table_triggers};
 use lakemirror_unity::UnityReport;
 use lakemirror_unity::function::UnityRegisterFunction;
 use lambda_runtime::{Error, LambdaEvent};
@@ -60,7 +60,7 @@ mod tests {
     use lakemirror_unity::function::UnityConfig;
     use lambda_runtime::Context;
 
-    use lakemirror_aws::test_events::sqs_commits;
+    use lakemirror_events::test_events::sqs_commits;
 
     use super::*;
 

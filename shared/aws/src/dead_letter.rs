@@ -4,7 +4,7 @@
 
 use aws_sdk_sqs::types::MessageAttributeValue;
 
-use lakemirror_iceberg::status::ParkedError;
+use lakemirror_events::{DeadLetters, Parked, ParkedError};
 use lakemirror_storage::canonical_uri;
 
 use crate::error::{Error, Result};
@@ -14,26 +14,6 @@ use crate::error::{Error, Result};
 pub struct DeadLetterQueue {
     client: aws_sdk_sqs::Client,
     url: String,
-}
-
-/// Where events that can never succeed are parked: an SQS queue in a deployment, a list in
-/// memory in tests.
-#[async_trait::async_trait]
-pub trait DeadLetters: Send + Sync + std::fmt::Debug {
-    /// Where they go, for the log.
-    fn url(&self) -> &str;
-
-    /// Parks one event, with why.
-    async fn park(&self, parked: &Parked<'_>) -> Result<()>;
-}
-
-/// Why a message was parked.
-#[derive(Debug, Clone)]
-pub struct Parked<'a> {
-    pub body: &'a str,
-    pub reason: &'a str,
-    pub table: Option<&'a str>,
-    pub delta_version: Option<i64>,
 }
 
 impl DeadLetterQueue {
@@ -53,7 +33,7 @@ impl DeadLetters for DeadLetterQueue {
 
     /// Sends one event to the queue, with the reason, table and version as message
     /// attributes so an operator can see why without reading logs.
-    async fn park(&self, parked: &Parked<'_>) -> Result<()> {
+    async fn park(&self, parked: &Parked<'_>) -> lakemirror_events::Result<()> {
         let attribute = |value: &str| {
             MessageAttributeValue::builder()
                 .data_type("String")
@@ -73,11 +53,15 @@ impl DeadLetters for DeadLetterQueue {
             attributes.push(("lakemirror-delta-version", version.to_string()));
         }
         for (name, value) in attributes {
-            let value = attribute(&value).map_err(|e| Error::DeadLetter(e.to_string()))?;
+            let value = attribute(&value)
+                .map_err(|e| lakemirror_events::Error::DeadLetter(e.to_string()))?;
             request = request.message_attributes(name, value);
         }
         request.send().await.map_err(|e| {
-            Error::DeadLetter(format!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))
+            lakemirror_events::Error::DeadLetter(format!(
+                "{}",
+                aws_sdk_sqs::error::DisplayErrorContext(&e)
+            ))
         })?;
         Ok(())
     }
@@ -191,49 +175,6 @@ impl DeadLetterQueue {
                     ))
                 })?;
         }
-        Ok(())
-    }
-}
-
-/// A parked event as [`InMemoryDeadLetters`] keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParkedEvent {
-    pub body: String,
-    pub reason: String,
-    pub table: Option<String>,
-    pub delta_version: Option<i64>,
-}
-
-/// Dead letters kept in memory (tests).
-#[derive(Debug, Default)]
-pub struct InMemoryDeadLetters {
-    parked: std::sync::Mutex<Vec<ParkedEvent>>,
-}
-
-impl InMemoryDeadLetters {
-    /// The events parked so far, oldest first.
-    pub fn parked(&self) -> Vec<ParkedEvent> {
-        self.parked.lock().map(|p| p.clone()).unwrap_or_default()
-    }
-}
-
-#[async_trait::async_trait]
-impl DeadLetters for InMemoryDeadLetters {
-    fn url(&self) -> &str {
-        "memory://dead-letters"
-    }
-
-    async fn park(&self, parked: &Parked<'_>) -> Result<()> {
-        let event = ParkedEvent {
-            body: parked.body.to_string(),
-            reason: parked.reason.to_string(),
-            table: parked.table.map(str::to_string),
-            delta_version: parked.delta_version,
-        };
-        self.parked
-            .lock()
-            .map_err(|_| Error::DeadLetter("the in-memory queue was poisoned".into()))?
-            .push(event);
         Ok(())
     }
 }

@@ -10,6 +10,8 @@ pub enum Error {
     #[error(transparent)]
     Aws(#[from] lakemirror_aws::Error),
     #[error(transparent)]
+    Mirror(#[from] lakemirror_mirror::Error),
+    #[error(transparent)]
     Iceberg(#[from] lakemirror_iceberg::Error),
     #[error(transparent)]
     Plan(#[from] lakemirror_plan::Error),
@@ -30,13 +32,15 @@ pub enum Error {
 impl Error {
     /// The flag that fixes this error, when one does.
     pub fn hint(&self) -> Option<&'static str> {
-        let iceberg = match self {
-            Error::Iceberg(e) => Some(e),
-            Error::Aws(lakemirror_aws::Error::Iceberg(e)) => Some(e),
-            Error::Function(e) => match e.downcast_ref::<lakemirror_aws::Error>() {
-                Some(lakemirror_aws::Error::Iceberg(e)) => Some(e),
-                _ => e.downcast_ref::<lakemirror_iceberg::Error>(),
-            },
+        let mirror = match self {
+            Error::Mirror(e) => Some(e),
+            Error::Function(e) => e.downcast_ref::<lakemirror_mirror::Error>(),
+            _ => None,
+        };
+        let iceberg = match (self, mirror) {
+            (Error::Iceberg(e), _) => Some(e),
+            (_, Some(lakemirror_mirror::Error::Iceberg(e))) => Some(e),
+            (Error::Function(e), _) => e.downcast_ref::<lakemirror_iceberg::Error>(),
             _ => None,
         };
         let delta = match self {
@@ -81,11 +85,16 @@ impl Error {
                 Setting::SourceTable => "--source-table",
             });
         }
+        match mirror {
+            Some(lakemirror_mirror::Error::SourceMissing { .. }) => {
+                return Some("--on-missing-source=drop");
+            }
+            Some(lakemirror_mirror::Error::NotAMirror(_)) => return Some("--glue-table"),
+            _ => {}
+        }
         match iceberg? {
-            lakemirror_iceberg::Error::SourceMissing { .. } => Some("--on-missing-source=drop"),
             lakemirror_iceberg::Error::NoSuchDatabase(_) => Some("--glue-database"),
-            lakemirror_iceberg::Error::CatalogState(_)
-            | lakemirror_iceberg::Error::NotAMirror(_) => Some("--glue-table"),
+            lakemirror_iceberg::Error::CatalogState(_) => Some("--glue-table"),
             _ => None,
         }
     }

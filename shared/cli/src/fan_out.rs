@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use clap::Subcommand;
-use lakemirror_iceberg::GlueSyncRequest;
-use lakemirror_iceberg::fanout::{self, FanOutPlan};
+use lakemirror_mirror::GlueSyncRequest;
+use lakemirror_mirror::fanout::{self, FanOutPlan};
 use lakemirror_storage::IoCounters;
 
 use crate::glue_sync::{format_version, naming};

@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use lakemirror_iceberg::discover::{Progress, backfill, discover_tables, plan_names};
-use lakemirror_iceberg::status::{one_line, text_table};
-use lakemirror_iceberg::{GlueSyncRequest, OnMissingSource, fanout, glue_sync};
+use lakemirror_mirror::discover::{Progress, backfill, discover_tables, plan_names};
+use lakemirror_mirror::status::{one_line, text_table};
+use lakemirror_mirror::{GlueSyncRequest, OnMissingSource, fanout, glue_sync};
 use lakemirror_plan::history::{self, HistoryPolicy};
 use lakemirror_plan::target::{NameFrom, allowed_names};
 use lakemirror_storage::IoCounters;

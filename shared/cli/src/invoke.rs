@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Subcommand;
-use lakemirror_aws::function::{GlueSyncConfig, GlueSyncFunction};
-use lakemirror_aws::trigger::LambdaInput;
-use lakemirror_aws::{DeadLetterQueue, DeadLetters, SecretsManager};
-use lakemirror_iceberg::fanout;
+use lakemirror_aws::{DeadLetterQueue, SecretsManager};
+use lakemirror_events::DeadLetters;
+use lakemirror_events::trigger::LambdaInput;
 use lakemirror_lakebase::function::{
     ConfigSource, LakebaseSyncConfig, LakebaseSyncFunction, allowed_schemas,
 };
 use lakemirror_lakebase::postgres::LIBPQ_VARIABLES;
+use lakemirror_mirror::fanout;
+use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror_plan::target::allowed_names;
 use lakemirror_storage::SecretSource;
 use lakemirror_unity::function::UnityRegisterFunction;

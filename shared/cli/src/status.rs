@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use lakemirror_aws::DeadLetterQueue;
-use lakemirror_iceberg::status::{status, table_text};
+use lakemirror_mirror::status::{status, table_text};
 use lakemirror_storage::IoCounters;
 
 use crate::{Context, Error};

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use lakemirror_iceberg::verify::{DEFAULT_MAX_DIFFERENCES, VerifyRequest, verify};
+use lakemirror_mirror::verify::{DEFAULT_MAX_DIFFERENCES, VerifyRequest, verify};
 use lakemirror_storage::IoCounters;
 
 use crate::{Context, Error};

@@ -18,19 +18,6 @@ pub enum Error {
     #[error(transparent)]
     Plan(#[from] lakemirror_plan::Error),
 
-    /// A mirror exists but its Delta table is gone. Permanent until the table comes back.
-    #[error(
-        "the Delta table at {table} is missing (no commit and no checkpoint in its _delta_log), but Glue table {glue_table} still mirrors it. The Glue table was left as it is: restore the Delta table, or sync with on-missing-source=drop to delete the Glue table"
-    )]
-    SourceMissing { table: String, glue_table: String },
-
-    /// A Delta table inside another table's folder: the outer table's writer controls it.
-    /// Permanent.
-    #[error(
-        "the Delta table at {table} lies inside the Delta table at {outer} (its folder holds a _delta_log): a table inside another's folder is not mirrored, since the outer table's writer can write it and take a name that way; move the table out of {outer}. Nothing was written"
-    )]
-    NestedTable { table: String, outer: String },
-
     /// The catalog table exists but is not an Iceberg table lakemirror can continue.
     #[error("{0}")]
     CatalogState(String),
@@ -55,28 +42,13 @@ pub enum Error {
         retryable: bool,
     },
 
-    /// A table that is not a mirror lakemirror wrote, where one was asked for.
-    #[error("{0}")]
-    NotAMirror(String),
-
     /// A data file the Delta log names cannot be described in Iceberg metadata.
     #[error("{location}: {reason}")]
     DataFile { location: String, reason: String },
 
-    /// A folder could not be listed while looking for Delta tables.
-    #[error("cannot list {folder} to find Delta tables: {source}")]
-    Discovery {
-        folder: String,
-        source: lakemirror_storage::Error,
-    },
-
     /// A step of a fanned-out bootstrap that cannot run as asked.
     #[error("{0}")]
     FanOut(String),
-
-    /// The local spill files of a bootstrap in groups could not be written or read.
-    #[error("the bootstrap's spill files in {dir}: {reason}")]
-    Spill { dir: String, reason: String },
 
     /// lakemirror broke one of its own rules. Permanent: retrying runs the same code.
     #[error("lakemirror hit a bug: {0}. Please report it with this message; nothing was committed")]
@@ -116,22 +88,6 @@ impl Error {
     /// The Delta log of `table` is not usable, for `reason`.
     pub fn malformed(table: impl std::fmt::Display, reason: impl std::fmt::Display) -> Self {
         Error::Delta(lakemirror_delta::Error::malformed(table, reason))
-    }
-
-    /// Whether the table holds more files than one read of its log holds in memory.
-    pub fn is_too_many_files(&self) -> bool {
-        matches!(
-            self,
-            Error::Delta(lakemirror_delta::Error::TooManyFiles { .. })
-        )
-    }
-
-    /// No Delta table where one was asked for.
-    pub fn is_not_a_delta_table(&self) -> bool {
-        matches!(
-            self,
-            Error::Delta(lakemirror_delta::Error::NotADeltaTable(_))
-        )
     }
 
     pub(crate) fn data_file(location: impl AsRef<str>, reason: impl std::fmt::Display) -> Self {

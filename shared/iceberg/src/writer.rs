@@ -463,7 +463,7 @@ impl MetadataWriter {
     }
 
     /// The manifests a manifest list names; None when the list is gone.
-    pub(crate) async fn manifests_of(
+    pub async fn manifests_of(
         &self,
         list: &str,
         metadata: &TableMetadata,

@@ -4,9 +4,11 @@
 //! commit, not the table. `B` grows in powers of two. A fanned-out bootstrap splits the
 //! buckets into contiguous ranges, one per part.
 
-use iceberg::spec::{DataFile, PrimitiveLiteral};
+use iceberg::spec::{DataFile, FormatVersion, PrimitiveLiteral};
+use serde::{Deserialize, Serialize};
 
 use crate::properties::DELETE_FILE_PATH_ID;
+use crate::target::NamedBy;
 
 /// Target number of data files per bucket manifest.
 pub const FILES_PER_BUCKET: usize = 1000;
@@ -59,6 +61,49 @@ impl FanOutPart {
     fn part_of_bucket(&self, bucket: u32) -> u32 {
         let part = u64::from(bucket) * u64::from(self.parts) / u64::from(self.buckets.max(1));
         u32::try_from(part).unwrap_or(u32::MAX)
+    }
+}
+
+/// What every step of one fan-out shares (the plan step's answer, the parts' and the
+/// finishing step's input): the Delta version, the Glue table, the snapshot ID and the
+/// bucket layout. Plain data, as the Step Functions state machine passes it along.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanOutPlan {
+    pub table_uri: String,
+    pub metadata_uri: Option<String>,
+    pub database: String,
+    pub table: String,
+    pub named_by: NamedBy,
+    pub delta_version: i64,
+    /// The Iceberg format version of the new table: 2 or 3.
+    pub format_version: u8,
+    pub snapshot_id: i64,
+    /// Data files at that version (counted from the log's adds: an upper bound when commits
+    /// after the checkpoint remove files); they decide the bucket count.
+    pub files: u64,
+    pub buckets: u32,
+    pub parts: u32,
+    /// `0..parts`: the items a Step Functions Map iterates over.
+    pub part_numbers: Vec<u32>,
+}
+
+impl FanOutPlan {
+    /// Part `part` of the plan; None past the last part.
+    pub fn part(&self, part: u32) -> Option<FanOutPart> {
+        (part < self.parts).then_some(FanOutPart {
+            snapshot_id: self.snapshot_id,
+            buckets: self.buckets,
+            part,
+            parts: self.parts,
+        })
+    }
+
+    /// The Iceberg format version of the new table.
+    pub fn format_version(&self) -> FormatVersion {
+        match self.format_version {
+            3 => FormatVersion::V3,
+            _ => FormatVersion::V2,
+        }
     }
 }
 

@@ -240,7 +240,7 @@ def test_the_readme_sam_local_invoke_command_names_the_files_and_the_architectur
 
 def test_the_fan_out_state_machine_runs_the_glue_sync_function_steps_and_may_do_nothing_else():
     """Each step sends the glue-sync function an input its handler knows
-    (`FanOutStep` in shared/aws/src/trigger.rs); the machine may invoke only that function and
+    (`Control` in shared/events/src/trigger.rs); the machine may invoke only that function and
     run only its own Distributed Map children."""
     machine = template()["Resources"]["FanOutBootstrap"]["Properties"]
     states = machine["Definition"]["States"]
@@ -252,7 +252,7 @@ def test_the_fan_out_state_machine_runs_the_glue_sync_function_steps_and_may_do_
     assert set(steps["Plan"]) == {"lakemirror", "table_uri.$", "parts.$"}
     assert set(steps["Part"]) == {"lakemirror", "plan.$", "part.$"}
     assert set(steps["Finish"]) == {"lakemirror", "plan.$"}
-    trigger = (TEMPLATE.parent / "shared/aws/src/trigger.rs").read_text()
+    trigger = (TEMPLATE.parent / "shared/events/src/trigger.rs").read_text()
     for kind in ("FanOutPlan { table_uri: String, parts: u32 }", "FanOutPart { plan: FanOutPlan, part: u32 }",
                  "FanOutFinish { plan: FanOutPlan }"):
         assert kind in trigger, f"the handler no longer takes {kind!r}"

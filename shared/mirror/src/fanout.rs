@@ -20,75 +20,42 @@ use futures::{StreamExt, TryStreamExt};
 use lakemirror_delta::{
     ActiveFileSet, Add, DeltaLog, DeltaSnapshot, FileAction, FileFilter, Metadata,
 };
+pub use lakemirror_plan::layout::FanOutPlan;
 use lakemirror_plan::layout::{FanOutPart, bucket_count_for};
-use lakemirror_plan::target::{NamedBy, TargetProperties};
+use lakemirror_plan::target::TargetProperties;
 use lakemirror_plan::{data_file_location, plan_full_taking};
 use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage};
 
-use crate::catalog::Lakehouse;
 use crate::error::{Error, Result};
 use crate::glue_sync::{
     GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, mirror_stores, target_defaults,
 };
-use crate::writer::{MetadataWriter, PartWritten, StagedTable, new_snapshot_id};
+use lakemirror_iceberg::Error as IcebergError;
+use lakemirror_iceberg::catalog::Lakehouse;
+use lakemirror_iceberg::writer::{MetadataWriter, PartWritten, StagedTable, new_snapshot_id};
 
-/// What every step of one fan-out shares (the plan step's answer, the parts' and the
-/// finishing step's input).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FanOutPlan {
-    pub table_uri: String,
-    pub metadata_uri: Option<String>,
-    pub database: String,
-    pub table: String,
-    pub named_by: NamedBy,
-    pub delta_version: i64,
-    /// The Iceberg format version of the new table: 2 or 3.
-    pub format_version: u8,
-    pub snapshot_id: i64,
-    /// Data files at that version (counted from the log's adds: an upper bound when commits
-    /// after the checkpoint remove files); they decide the bucket count.
-    pub files: u64,
-    pub buckets: u32,
-    pub parts: u32,
-    /// `0..parts`: the items a Step Functions Map iterates over.
-    pub part_numbers: Vec<u32>,
+/// The stores of the planned table: its data and its metadata folder.
+fn plan_stores(
+    plan: &FanOutPlan,
+    stores: &ObjectStores,
+    counters: &Arc<IoCounters>,
+) -> Result<(TableStorage, TableStorage)> {
+    mirror_stores(
+        stores,
+        &plan.table_uri,
+        plan.metadata_uri.as_deref(),
+        counters,
+    )
 }
 
-impl FanOutPlan {
-    fn part(&self, part: u32) -> Result<FanOutPart> {
-        if part >= self.parts {
-            return Err(Error::FanOut(format!(
-                "part {part} does not exist: this fan-out has parts 0 to {}",
-                self.parts.saturating_sub(1)
-            )));
-        }
-        Ok(FanOutPart {
-            snapshot_id: self.snapshot_id,
-            buckets: self.buckets,
-            part,
-            parts: self.parts,
-        })
-    }
-
-    fn format_version(&self) -> FormatVersion {
-        match self.format_version {
-            3 => FormatVersion::V3,
-            _ => FormatVersion::V2,
-        }
-    }
-
-    fn stores(
-        &self,
-        stores: &ObjectStores,
-        counters: &Arc<IoCounters>,
-    ) -> Result<(TableStorage, TableStorage)> {
-        mirror_stores(
-            stores,
-            &self.table_uri,
-            self.metadata_uri.as_deref(),
-            counters,
-        )
-    }
+/// Part `part` of `plan`, or why it does not exist.
+fn part_of(plan: &FanOutPlan, part: u32) -> Result<FanOutPart> {
+    plan.part(part).ok_or_else(|| {
+        Error::FanOut(format!(
+            "part {part} does not exist: this fan-out has parts 0 to {}",
+            plan.parts.saturating_sub(1)
+        ))
+    })
 }
 
 /// Fixes what the parts share: the Delta version (the newest, or `request.to_version`), the
@@ -176,8 +143,8 @@ pub async fn run_part(
     part: u32,
     counters: Arc<IoCounters>,
 ) -> Result<PartWritten> {
-    let part = plan.part(part)?;
-    let (data, metadata_store) = plan.stores(stores, &counters)?;
+    let part = part_of(plan, part)?;
+    let (data, metadata_store) = plan_stores(plan, stores, &counters)?;
     let scope = data.scope().clone();
     let owned = FileFilter::adds(move |path| {
         // A path the plan refuses is kept, so that the plan reports it.
@@ -208,7 +175,7 @@ pub async fn finish(
     counters: Arc<IoCounters>,
 ) -> Result<SyncReport> {
     let started = Instant::now();
-    let (data, metadata_store) = plan.stores(&lake.stores, &counters)?;
+    let (data, metadata_store) = plan_stores(plan, &lake.stores, &counters)?;
     let snapshot = read_version(&data, plan, FileFilter::new(|_| false)).await?;
     let definition = plan_full_taking(data.scope(), None, snapshot)?;
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
@@ -261,11 +228,11 @@ pub async fn finish(
         } else {
             match lake.commit(&read, &staged.table, &counters).await {
                 Ok(()) => {}
-                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
                     tracing::warn!(%table, attempt, "another writer committed first; loading the table again");
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
             report.action = match current {
                 Some(_) => SyncAction::Rebuilt,
@@ -425,10 +392,12 @@ impl GroupedBootstrap {
                 let mut task = AbortOnDrop(tokio::spawn(async move {
                     replay(&spill, group, &mut snapshot.active)?;
                     let planned = plan_full_taking(&scope, None, snapshot)?;
-                    writer.stage_part(planned, &part).await
+                    Ok::<_, Error>(writer.stage_part(planned, &part).await?)
                 }));
                 (&mut task.0).await.map_err(|e| {
-                    Error::Bug(format!("group {group} of the bootstrap stopped: {e}"))
+                    Error::Iceberg(IcebergError::Bug(format!(
+                        "group {group} of the bootstrap stopped: {e}"
+                    )))
                 })?
             }
         });
@@ -518,10 +487,11 @@ impl SpillDir {
     }
 
     fn flush(&self) -> Result<()> {
-        let mut writers = self
-            .writers
-            .lock()
-            .map_err(|_| Error::Bug("a spill writer was poisoned by a panic".into()))?;
+        let mut writers = self.writers.lock().map_err(|_| {
+            Error::Iceberg(IcebergError::Bug(
+                "a spill writer was poisoned by a panic".into(),
+            ))
+        })?;
         for w in writers.iter_mut() {
             w.flush().map_err(|e| Error::Spill {
                 dir: self.dir.display().to_string(),
@@ -572,6 +542,7 @@ async fn read_version(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lakemirror_plan::target::NamedBy;
 
     #[tokio::test]
     async fn a_group_task_dropped_with_its_bootstrap_is_aborted() {
@@ -653,7 +624,7 @@ mod tests {
 
     #[test]
     fn a_part_outside_the_plan_is_refused() {
-        let error = plan(2, 4).part(2).unwrap_err().to_string();
+        let error = part_of(&plan(2, 4), 2).unwrap_err().to_string();
         assert!(error.contains("parts 0 to 1"), "{error}");
     }
 

@@ -13,13 +13,14 @@ use object_store::ObjectMeta;
 use serde::Serialize;
 
 use lakemirror_delta::DeltaLog;
+pub use lakemirror_events::ParkedError;
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::properties::DELTA_TABLE_PROPERTY;
 use lakemirror_storage::uri::under_prefix;
 use lakemirror_storage::{IoCounters, ObjectStores, canonical_uri};
 
-use crate::catalog::{IcebergEntry, Lakehouse};
 use crate::error::{Error, Result};
+use lakemirror_iceberg::catalog::{IcebergEntry, Lakehouse};
 
 /// Tables read at once.
 const TABLES_AT_ONCE: usize = 16;
@@ -97,12 +98,12 @@ async fn read_mirror(
     let location = &entry.metadata_location;
     let store = stores.open(location, counters.clone())?;
     let Some(bytes) = store.get_if_exists(location).await? else {
-        return Err(Error::CatalogState(format!(
+        return Err(Error::catalog_state(format!(
             "its metadata {location} is gone (the Delta table's folder was deleted?)"
         )));
     };
     let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::CatalogState(format!("{location} is not Iceberg table metadata ({e})"))
+        Error::catalog_state(format!("{location} is not Iceberg table metadata ({e})"))
     })?;
     let Some(delta_table_uri) = metadata.properties().get(DELTA_TABLE_PROPERTY).cloned() else {
         return Ok(None);
@@ -121,14 +122,6 @@ async fn read_mirror(
             metadata_location: location.clone(),
         },
     }))
-}
-
-/// The newest error parked for one table (in a dead-letter queue).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParkedError {
-    pub error: String,
-    pub delta_version: Option<i64>,
-    pub sent_at_ms: i64,
 }
 
 /// Where a mirror stands.

@@ -16,9 +16,9 @@ use lakemirror_delta::DeltaLog;
 use lakemirror_plan::target::{NamedBy, TargetProperties};
 use lakemirror_storage::{IoCounters, ObjectStores};
 
-use crate::catalog::Lakehouse;
 use crate::error::{Error, Result};
 use crate::glue_sync::{GlueSyncRequest, SyncReport, glue_sync, target_defaults};
+use lakemirror_iceberg::catalog::Lakehouse;
 
 /// Folder levels below the prefix that discovery walks at most.
 pub const MAX_DEPTH: usize = 32;

@@ -1,5 +1,5 @@
-//! The `glue-sync` function: an event in, one sync per announced table, a response out.
-//! Used by the Lambda function and by `lakemirror invoke glue-sync`.
+//! The `glue-sync` function's policy: an event in, one sync per announced table, a response
+//! out. Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
 use lakemirror_storage::deadline::{self, Timed};
 pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
@@ -12,11 +12,12 @@ use futures::{FutureExt, StreamExt};
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use iceberg::spec::FormatVersion;
-use lakemirror_iceberg::fanout::{self, FanOutPlan};
-use lakemirror_iceberg::status::Mirror;
-use lakemirror_iceberg::verify::{VerifyRequest, verify};
+use lakemirror_events::trigger::{
+    Delivery, LambdaInput, TableTrigger, batch_response, table_triggers,
+};
+use lakemirror_events::{Control, DeadLetters, Parked};
+use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
-use lakemirror_iceberg::{GlueSyncRequest, Lakehouse, OnMissingSource, SyncReport, glue_sync};
 use lakemirror_plan::history::{HistoryPolicy, parse_hourly_for, parse_recent_versions};
 use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
@@ -24,11 +25,11 @@ use lakemirror_storage::IoCounters;
 use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{allowed_by, table_prefixes};
 
-use crate::dead_letter::{DeadLetters, Parked};
 use crate::error::{Error, Result};
-use crate::trigger::{
-    Delivery, FanOutStep, LambdaInput, TableTrigger, batch_response, table_triggers,
-};
+use crate::fanout::{self, FanOutPlan};
+use crate::status::Mirror;
+use crate::verify::{VerifyRequest, verify};
+use crate::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
 
 /// Configuration of the glue-sync function, from its environment.
 #[derive(Debug, Clone)]
@@ -208,11 +209,8 @@ impl GlueSyncFunction {
         // A deadline already past as the invocation starts is not a real one (`cargo lambda
         // watch` hands out such deadlines); Lambda never does.
         let deadline = deadline::of_invocation(deadline);
-        if event.is_verify_tick() {
-            return self.verify_mirrors(deadline).await;
-        }
-        if let Some(step) = event.fan_out_step() {
-            return self.fan_out(step.map_err(Error::Event)?).await;
+        if let Some(control) = event.control() {
+            return self.control(control.clone(), deadline).await;
         }
         let deliveries = event.deliveries();
         let is_sqs = event.is_sqs();
@@ -268,11 +266,7 @@ impl GlueSyncFunction {
                         .with(Metric::SyncFailed, 1)
                         .emit();
                     tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
-                    if let Error::Iceberg(lakemirror_iceberg::Error::SourceMissing {
-                        glue_table,
-                        ..
-                    }) = &e
-                    {
+                    if let Error::SourceMissing { glue_table, .. } = &e {
                         MetricRecord::new("Table", glue_table.as_str())
                             .with(Metric::SourceMissing, 1)
                             .emit();
@@ -311,10 +305,15 @@ impl GlueSyncFunction {
         }
     }
 
-    /// One step of a fanned-out bootstrap (the `FanOutBootstrap` state machine), for a
-    /// table under `TABLE_PREFIXES` mirrored into this function's database (or one
-    /// `ALLOWED_GLUE_DATABASES` lets a table choose).
-    async fn fan_out(&self, step: FanOutStep) -> Result<GlueSyncResponse> {
+    /// What lakemirror itself asks: the scheduled verify, or one step of a fanned-out
+    /// bootstrap (the `FanOutBootstrap` state machine), for a table under `TABLE_PREFIXES`
+    /// mirrored into this function's database (or one `ALLOWED_GLUE_DATABASES` lets a table
+    /// choose).
+    async fn control(
+        &self,
+        control: Control,
+        deadline: Option<SystemTime>,
+    ) -> Result<GlueSyncResponse> {
         let counters = Arc::new(IoCounters::default());
         let refused = |table_uri: &str| {
             Error::NotAllowed(format!(
@@ -350,8 +349,9 @@ impl GlueSyncFunction {
             Ok(())
         };
         let request = |table_uri: String| self.config.request(table_uri);
-        match step {
-            FanOutStep::FanOutPlan { table_uri, parts } => {
+        match control {
+            Control::Verify => self.verify_mirrors(deadline).await,
+            Control::FanOutPlan { table_uri, parts } => {
                 if !allowed(&table_uri) {
                     return Err(refused(&table_uri));
                 }
@@ -360,12 +360,12 @@ impl GlueSyncFunction {
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
                 Ok(GlueSyncResponse::FanOutPlanned(plan))
             }
-            FanOutStep::FanOutPart { plan, part } => {
+            Control::FanOutPart { plan, part } => {
                 checked(&plan)?;
                 let written = fanout::run_part(&self.lake.stores, &plan, part, counters).await?;
                 Ok(GlueSyncResponse::FanOutPart(written))
             }
-            FanOutStep::FanOutFinish { plan } => {
+            Control::FanOutFinish { plan } => {
                 checked(&plan)?;
                 // The Glue table is the one thing a part does not write: checked before the
                 // commit, against the table's own definition and this function's naming.
@@ -385,7 +385,7 @@ impl GlueSyncFunction {
     /// [`START_MARGIN`] before the deadline are left to the next tick.
     async fn verify_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
         let counters = Arc::new(IoCounters::default());
-        let (mirrors, unreadable) = lakemirror_iceberg::status::mirrors(
+        let (mirrors, unreadable) = crate::status::mirrors(
             &self.lake,
             &self.config.database,
             &self.config.table_prefixes,
@@ -485,7 +485,7 @@ impl GlueSyncFunction {
         };
         match finished {
             Ok(Ok(report)) => Outcome::Synced(report),
-            Ok(Err(e)) => Outcome::Failed(e.into()),
+            Ok(Err(e)) => Outcome::Failed(e),
             Err(panic) => Outcome::Failed(Error::Bug {
                 table: trigger.table_uri(),
                 message: panic_message(panic.as_ref()),
@@ -566,7 +566,7 @@ async fn sync_one(
     lake: &Lakehouse,
     config: &GlueSyncConfig,
     trigger: &TableTrigger,
-) -> lakemirror_iceberg::Result<SyncReport> {
+) -> Result<SyncReport> {
     let counters = Arc::new(IoCounters::default());
     let request = GlueSyncRequest {
         known_version: Some(trigger.newest_version),

@@ -17,10 +17,11 @@ use lakemirror_plan::{
 };
 use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, crash};
 
-use crate::catalog::{CatalogTable, Lakehouse};
 use crate::error::{Error, Result};
 use crate::fanout::GroupedBootstrap;
-use crate::writer::{MetadataWriter, SnapshotOutcome};
+use lakemirror_iceberg::Error as IcebergError;
+use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
+use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -293,7 +294,7 @@ pub async fn glue_sync(
             if wanted != target {
                 moves += 1;
                 if moves > MAX_MOVES {
-                    return Err(Error::CatalogState(format!(
+                    return Err(Error::catalog_state(format!(
                         "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
                         request.table_uri,
                         target.database,
@@ -358,13 +359,13 @@ pub async fn glue_sync(
             crash::point("glue-before-commit");
             match lake.commit(&read, &staged.table, &counters).await {
                 Ok(()) => crash::point("glue-after-commit"),
-                Err(Error::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
+                Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
                     let pause = backoff(attempt);
                     tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
                     tokio::time::sleep(pause).await;
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
             writer.delete_expired(&staged.removed_files).await;
             report.expired_snapshots = staged.expired_snapshots.len();
@@ -917,7 +918,7 @@ mod tests {
     use iceberg::spec::TableMetadata;
     use lakemirror_plan::properties::DELTA_VERSION;
 
-    use crate::catalog::InMemoryCatalog;
+    use lakemirror_iceberg::catalog::InMemoryCatalog;
 
     fn lake() -> (Lakehouse, Arc<InMemoryCatalog>) {
         let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
@@ -998,7 +999,10 @@ mod tests {
         write_commit(&orders, 1, &[add("a.parquet", 5, &[])]).await;
         catalog.interfere("lake", "orders", u32::MAX);
         let err = sync(&lake, &request("s3://lake/orders")).await.unwrap_err();
-        assert!(matches!(err, Error::CommitConflict(_)), "{err}");
+        assert!(
+            matches!(err, Error::Iceberg(IcebergError::CommitConflict(_))),
+            "{err}"
+        );
         assert!(err.is_retryable());
     }
 
@@ -1047,7 +1051,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&err, Error::CatalogState(m) if m.contains("mirrors s3://lake/a/orders")),
+            matches!(&err, Error::Iceberg(IcebergError::CatalogState(m)) if m.contains("mirrors s3://lake/a/orders")),
             "{err}"
         );
     }

@@ -25,10 +25,10 @@ use lakemirror_plan::target::default_table_name;
 use lakemirror_plan::{CommittedTable, PlannedFile, plan_full};
 use lakemirror_storage::{IoCounters, IoTotals};
 
-use crate::catalog::Lakehouse;
 use crate::error::{Error, Result};
 use crate::glue_sync::mirror_stores;
-use crate::writer::MetadataWriter;
+use lakemirror_iceberg::catalog::Lakehouse;
+use lakemirror_iceberg::writer::MetadataWriter;
 
 /// Differences listed in a report; the rest are only counted.
 pub const DEFAULT_MAX_DIFFERENCES: usize = 20;
@@ -180,7 +180,7 @@ pub async fn verify(
     let snapshot = metadata
         .snapshot_by_id(mirrored.snapshot_id)
         .ok_or_else(|| {
-            Error::CatalogState(format!("snapshot {} vanished", mirrored.snapshot_id))
+            Error::catalog_state(format!("snapshot {} vanished", mirrored.snapshot_id))
         })?;
 
     let log = DeltaLog::new(data.clone());

@@ -5,15 +5,17 @@
 //! schedule tick that announces nothing), and S3 notifications delivered directly. SQS and
 //! EventBridge envelopes are `aws_lambda_events` types; S3 notifications are read
 //! tolerantly (see [`from_s3_notification`]). Only Delta commit files
-//! (`<root>/_delta_log/<20 digits>.json`) count; everything else is ignored.
+//! (`<root>/_delta_log/<20 digits>.json`) count; everything else is ignored. lakemirror's own
+//! requests (the scheduled verify, the steps of a fanned-out bootstrap) are a typed
+//! [`Control`]; one whose name this version does not know is refused, not ignored.
 
 use std::collections::BTreeMap;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lakemirror_iceberg::fanout::FanOutPlan;
+use lakemirror_plan::layout::FanOutPlan;
 use lakemirror_storage::uri::{AnnouncedTable, allowed_by};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// An event a lakemirror function receives.
@@ -23,6 +25,8 @@ pub enum LambdaInput {
     Sqs(SqsEvent),
     /// An EventBridge event delivered directly: "Object Created" or a schedule tick.
     EventBridge(EventBridgeEvent),
+    /// What lakemirror's own schedules and state machine ask: `{"lakemirror": ...}`.
+    Control(Control),
     /// Anything else: an S3 notification delivered directly (or `s3:TestEvent`).
     Other(Value),
 }
@@ -38,7 +42,16 @@ impl<'de> Deserialize<'de> for LambdaInput {
                     || r.get("body").is_some()
             })
         });
-        if is_sqs {
+        if let Some(name) = value.get("lakemirror") {
+            let name = name.as_str().unwrap_or_default().to_string();
+            serde_json::from_value(value)
+                .map(LambdaInput::Control)
+                .map_err(|e| {
+                    D::Error::custom(format!(
+                        "{name:?}: not a lakemirror control event this version knows ({e}); the known ones are verify, fan-out-plan, fan-out-part and fan-out-finish"
+                    ))
+                })
+        } else if is_sqs {
             serde_json::from_value(value)
                 .map(LambdaInput::Sqs)
                 .map_err(|e| D::Error::custom(format!("not an SQS event: {e}")))
@@ -58,22 +71,12 @@ impl LambdaInput {
         serde_json::from_str(text)
     }
 
-    /// The input of the scheduled verify (`VerifySchedule`): `{"lakemirror": "verify"}`.
-    pub fn is_verify_tick(&self) -> bool {
-        matches!(self, LambdaInput::Other(v) if v.get("lakemirror").and_then(Value::as_str) == Some("verify"))
-    }
-
-    /// A step of a fanned-out bootstrap, as the Step Functions state machine sends it:
-    /// `{"lakemirror": "fan-out-plan" | "fan-out-part" | "fan-out-finish", ...}`.
-    pub fn fan_out_step(&self) -> Option<Result<FanOutStep, String>> {
-        let LambdaInput::Other(value) = self else {
-            return None;
-        };
-        let step = value.get("lakemirror").and_then(Value::as_str)?;
-        step.starts_with("fan-out-").then(|| {
-            serde_json::from_value(value.clone())
-                .map_err(|e| format!("{step}: not a fan-out step this function knows: {e}"))
-        })
+    /// What lakemirror itself asks, if the event is such a request.
+    pub fn control(&self) -> Option<&Control> {
+        match self {
+            LambdaInput::Control(control) => Some(control),
+            _ => None,
+        }
     }
 
     pub fn is_sqs(&self) -> bool {
@@ -105,6 +108,12 @@ impl LambdaInput {
                 commits: from_eventbridge(event),
                 unreadable: None,
                 body: serde_json::to_string(event).unwrap_or_default(),
+            }],
+            LambdaInput::Control(control) => vec![Delivery {
+                message_id: None,
+                commits: Vec::new(),
+                unreadable: None,
+                body: serde_json::to_string(control).unwrap_or_default(),
             }],
             LambdaInput::Other(value) => vec![Delivery {
                 message_id: None,
@@ -287,10 +296,15 @@ fn from_body(body: &str) -> Result<Vec<CommitObject>, String> {
     }
 }
 
-/// A step of a fanned-out bootstrap (see `lakemirror_iceberg::fanout`).
-#[derive(Debug, Clone, Deserialize)]
+/// What lakemirror's own schedules and state machine ask of the glue-sync function, tagged
+/// by `lakemirror` (`template.yaml`: `VerifySchedule`, `FanOutBootstrap`). Other functions
+/// take them as events that announce no commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "lakemirror", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum FanOutStep {
+pub enum Control {
+    /// Verify every mirror of the function's database (`{"lakemirror": "verify"}`).
+    Verify,
+    /// Steps of a fanned-out bootstrap (see `lakemirror_mirror::fanout`):
     /// Plan the bootstrap of `table_uri` in (at most) `parts` parts.
     FanOutPlan { table_uri: String, parts: u32 },
     /// Write part `part` of `plan`.
@@ -390,42 +404,36 @@ mod tests {
     }
 
     #[test]
-    fn fan_out_steps_are_told_apart_and_checked() {
-        let plan = fixture("fan-out-plan.json")
-            .fan_out_step()
-            .unwrap()
-            .unwrap();
+    fn control_events_are_told_apart_and_checked() {
+        let plan = fixture("fan-out-plan.json");
         assert!(
-            matches!(plan, FanOutStep::FanOutPlan { parts: 16, ref table_uri } if table_uri == "s3://my-lake/warehouse/orders")
+            matches!(plan.control(), Some(Control::FanOutPlan { parts: 16, table_uri }) if table_uri == "s3://my-lake/warehouse/orders")
         );
-        assert!(fixture("verify.json").fan_out_step().is_none());
-        assert!(fixture("sqs-s3-notification.json").fan_out_step().is_none());
-        let unknown = LambdaInput::from_json(r#"{"lakemirror": "fan-out-everything"}"#).unwrap();
-        let error = unknown.fan_out_step().unwrap().unwrap_err();
-        assert!(error.contains("fan-out-everything"), "{error}");
-        let extra = LambdaInput::from_json(
-            r#"{"lakemirror": "fan-out-plan", "table_uri": "s3://b/t", "parts": 2, "part": 1}"#,
-        )
-        .unwrap();
-        assert!(
-            extra.fan_out_step().unwrap().is_err(),
-            "unknown fields are refused"
-        );
-    }
-
-    #[test]
-    fn only_the_verify_input_is_a_verify_tick() {
-        assert!(fixture("verify.json").is_verify_tick());
+        assert_eq!(fixture("verify.json").control(), Some(&Control::Verify));
         assert!(fixture("verify.json").deliveries()[0].commits.is_empty());
         for other in [
             "eventbridge.json",
             "s3-notification.json",
             "sqs-s3-notification.json",
         ] {
-            assert!(!fixture(other).is_verify_tick(), "{other}");
+            assert_eq!(fixture(other).control(), None, "{other}");
         }
-        let asks_else = LambdaInput::from_json(r#"{"lakemirror": "sync"}"#).unwrap();
-        assert!(!asks_else.is_verify_tick());
+        for (unknown, named) in [
+            (
+                r#"{"lakemirror": "fan-out-everything"}"#,
+                "fan-out-everything",
+            ),
+            (r#"{"lakemirror": "sync"}"#, "sync"),
+            (r#"{"lakemirror": 7}"#, ""),
+        ] {
+            let error = LambdaInput::from_json(unknown).unwrap_err().to_string();
+            assert!(error.contains(&format!("{named:?}")), "{error}");
+            assert!(error.contains("fan-out-finish"), "{error}");
+        }
+        let extra = LambdaInput::from_json(
+            r#"{"lakemirror": "fan-out-plan", "table_uri": "s3://b/t", "parts": 2, "part": 1}"#,
+        );
+        assert!(extra.is_err(), "unknown fields are refused");
     }
 
     #[test]
