@@ -5,10 +5,6 @@
 //! [`DeadLetters`](lakemirror_events::DeadLetters) seam); Secrets Manager holds passwords and
 //! tokens ([`secrets`]). What the functions do with them lives in `lakemirror-mirror`,
 //! `lakemirror-lakebase` and `lakemirror-unity`.
-#![cfg_attr(
-    not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
 
 pub mod config;
 pub mod dead_letter;

@@ -12,7 +12,7 @@ use crate::glue_sync::{format_version, naming};
 use crate::{Context, Error, Result};
 
 #[derive(Subcommand)]
-pub enum Step {
+pub(crate) enum Step {
     /// Fix what the parts share and print it as JSON (the input of `part` and `finish`).
     /// Reads the whole Delta log once, holding no file.
     Plan {
@@ -64,7 +64,7 @@ pub enum Step {
 }
 
 /// One step of a fanned-out bootstrap.
-pub async fn run(context: &Context, step: Step) -> Result<String> {
+pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
     let counters = Arc::new(IoCounters::default());
     let read_plan = |path: &std::path::Path| -> Result<FanOutPlan> {
         let text = std::fs::read_to_string(path)

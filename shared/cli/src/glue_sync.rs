@@ -15,7 +15,7 @@ use crate::{Context, Error, Result};
 
 /// The flags of `lakemirror glue-sync`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
     #[arg(long, env = "TABLE_URI", required_unless_present = "discover")]
     pub table_uri: Option<String>,
@@ -77,7 +77,7 @@ pub struct Args {
 /// How much history each mirror keeps; the Delta table properties lakemirror.history.*
 /// override these for their table.
 #[derive(clap::Args, Clone, Copy)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// The newest this many Delta versions keep an Iceberg snapshot each (exact time travel);
     /// older ones are thinned to one snapshot per hour, then per day. The Delta table
     /// property lakemirror.history.recent-versions overrides it.
@@ -92,7 +92,7 @@ pub struct HistoryArgs {
 }
 
 impl HistoryArgs {
-    pub fn policy(&self) -> HistoryPolicy {
+    pub(crate) fn policy(&self) -> HistoryPolicy {
         HistoryPolicy {
             recent_versions: self.history_recent_versions,
             hourly_for_ms: self.history_hourly_for,
@@ -126,7 +126,7 @@ impl Args {
 }
 
 /// 0: mirrored; 1: failed (with --discover: some table failed); 2: discovery failed.
-pub async fn run(context: &Context, args: Args) -> ExitCode {
+pub(crate) async fn run(context: &Context, args: Args) -> ExitCode {
     let request = match args.request() {
         Ok(request) => request,
         Err(e) => {
@@ -174,7 +174,10 @@ async fn sync_one(context: &Context, request: &GlueSyncRequest) -> Result<String
 }
 
 /// The naming policy of glue-sync's flags.
-pub fn naming(allowed: Option<&str>, name_from: &str) -> Result<(Option<regex::Regex>, NameFrom)> {
+pub(crate) fn naming(
+    allowed: Option<&str>,
+    name_from: &str,
+) -> Result<(Option<regex::Regex>, NameFrom)> {
     let allowed = allowed_names(allowed, "--allowed-glue-databases")?;
     Ok((allowed, name_from.parse().unwrap_or_default()))
 }
@@ -185,7 +188,7 @@ fn missing_source_action(value: &str) -> OnMissingSource {
 }
 
 /// The format version clap already checked to be "2" or "3".
-pub fn format_version(value: &str) -> iceberg::spec::FormatVersion {
+pub(crate) fn format_version(value: &str) -> iceberg::spec::FormatVersion {
     lakemirror_plan::parse_format_version(value).unwrap_or(iceberg::spec::FormatVersion::V2)
 }
 
@@ -349,7 +352,7 @@ async fn run_discover(
 }
 
 /// Prints `value` as the last line on stdout.
-pub fn print_json(value: &serde_json::Value) -> ExitCode {
+pub(crate) fn print_json(value: &serde_json::Value) -> ExitCode {
     match serde_json::to_string(value) {
         Ok(text) => {
             println!("{text}");

@@ -24,7 +24,7 @@ use crate::unity::{UnityArgs, missing_uc_url};
 use crate::{Context, Error, Result, environment};
 
 #[derive(Subcommand)]
-pub enum Function {
+pub(crate) enum Function {
     /// The glue-sync function: S3, SQS or EventBridge events announcing Delta commits.
     /// Prints the function's response as the last line.
     GlueSync {
@@ -166,7 +166,7 @@ pub enum Function {
 }
 
 /// Runs the handler on the event and answers its response as JSON.
-pub async fn run(context: &Context, function: Function) -> Result<String> {
+pub(crate) async fn run(context: &Context, function: Function) -> Result<String> {
     match function {
         Function::GlueSync {
             event,

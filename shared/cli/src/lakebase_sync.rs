@@ -10,7 +10,7 @@ use crate::{Context, Error, Result, environment};
 
 /// The flags of `lakemirror lakebase-sync`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// A TOML file with [[tables]] entries (keys source.path, source.catalog/schema/table,
     /// sync.mode, sync.primary_key, sync.conflict_on_existing, sync.interval,
     /// target.table_name). Cannot be combined with the one-table flags.
@@ -65,7 +65,7 @@ pub struct Args {
 }
 
 /// Syncs each table in turn; every table is tried, the first error is returned at the end.
-pub async fn run(context: &Context, args: Args) -> Result<String> {
+pub(crate) async fn run(context: &Context, args: Args) -> Result<String> {
     let mut tables = match &args.config {
         Some(path) => read_config(path)?,
         None => one_table(&args)?,

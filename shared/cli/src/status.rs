@@ -12,7 +12,7 @@ use crate::{Context, Error};
 
 /// The flags of `lakemirror status`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Glue database of the mirrors.
     #[arg(long, visible_alias = "database", env = "GLUE_DATABASE")]
     pub glue_database: String,
@@ -28,7 +28,7 @@ pub struct Args {
 }
 
 /// 0: the status was read (whatever it says), 2: it could not be.
-pub async fn run(context: &Context, args: Args) -> ExitCode {
+pub(crate) async fn run(context: &Context, args: Args) -> ExitCode {
     let counters = Arc::new(IoCounters::default());
     let parked = match &args.dead_letter_queue_url {
         Some(url) => match DeadLetterQueue::new(&context.aws, url.clone())

@@ -8,7 +8,7 @@ use crate::{Error, Result};
 
 /// Where Unity Catalog is.
 #[derive(Args)]
-pub struct UnityArgs {
+pub(crate) struct UnityArgs {
     /// Unity Catalog server, without /api/2.1/unity-catalog: https://host[:port].
     #[arg(long, env = "UC_URL")]
     pub uc_url: Option<String>,
@@ -19,7 +19,7 @@ pub struct UnityArgs {
 
 impl UnityArgs {
     /// The client, when --uc-url is given.
-    pub fn client(&self) -> Result<Option<UnityCatalog>> {
+    pub(crate) fn client(&self) -> Result<Option<UnityCatalog>> {
         Ok(self
             .uc_url
             .as_deref()
@@ -28,7 +28,7 @@ impl UnityArgs {
     }
 
     /// The functions' Unity Catalog configuration, when --uc-url is given.
-    pub fn config(
+    pub(crate) fn config(
         self,
         token_secret_arn: Option<String>,
         catalog: Option<String>,
@@ -49,7 +49,7 @@ impl UnityArgs {
 }
 
 /// The error of a command that needs a Unity Catalog server and was given none.
-pub fn missing_uc_url() -> Error {
+pub(crate) fn missing_uc_url() -> Error {
     Error::Usage(
         "no Unity Catalog server: give --uc-url (UC_URL), the server's base URL without /api/2.1/unity-catalog".into(),
     )

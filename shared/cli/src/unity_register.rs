@@ -8,7 +8,7 @@ use crate::{Context, Result};
 
 /// The flags of `lakemirror unity-register`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
     #[arg(long, env = "TABLE_URI")]
     pub table_uri: String,
@@ -33,7 +33,7 @@ pub struct Args {
     pub unity: UnityArgs,
 }
 
-pub async fn run(context: &Context, args: Args) -> Result<String> {
+pub(crate) async fn run(context: &Context, args: Args) -> Result<String> {
     let allowed_catalogs =
         allowed_names(args.allowed_uc_catalogs.as_deref(), "--allowed-uc-catalogs")?;
     let request = UnityRegisterRequest {

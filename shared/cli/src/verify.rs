@@ -11,7 +11,7 @@ use crate::{Context, Error};
 
 /// The flags of `lakemirror verify`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The Delta table root (the folder holding _delta_log): s3://bucket/path, file:///path or a local path.
     #[arg(long, env = "TABLE_URI")]
     pub table_uri: String,
@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 /// 0: equal, 1: a difference, 2: could not verify.
-pub async fn run(context: &Context, args: Args) -> ExitCode {
+pub(crate) async fn run(context: &Context, args: Args) -> ExitCode {
     let request = VerifyRequest {
         table_uri: args.table_uri,
         database: args.glue_database,

@@ -59,19 +59,19 @@ pub fn check_metadata(footer: &[u8]) -> Result<(), String> {
 
 /// Compact-protocol element types.
 mod kind {
-    pub const TRUE: u8 = 1;
-    pub const FALSE: u8 = 2;
-    pub const BYTE: u8 = 3;
-    pub const I16: u8 = 4;
-    pub const I32: u8 = 5;
-    pub const I64: u8 = 6;
-    pub const DOUBLE: u8 = 7;
-    pub const BINARY: u8 = 8;
-    pub const LIST: u8 = 9;
-    pub const SET: u8 = 10;
-    pub const MAP: u8 = 11;
-    pub const STRUCT: u8 = 12;
-    pub const UUID: u8 = 13;
+    pub(super) const TRUE: u8 = 1;
+    pub(super) const FALSE: u8 = 2;
+    pub(super) const BYTE: u8 = 3;
+    pub(super) const I16: u8 = 4;
+    pub(super) const I32: u8 = 5;
+    pub(super) const I64: u8 = 6;
+    pub(super) const DOUBLE: u8 = 7;
+    pub(super) const BINARY: u8 = 8;
+    pub(super) const LIST: u8 = 9;
+    pub(super) const SET: u8 = 10;
+    pub(super) const MAP: u8 = 11;
+    pub(super) const STRUCT: u8 = 12;
+    pub(super) const UUID: u8 = 13;
 }
 
 struct Walk<'a> {

@@ -16,7 +16,7 @@ const MAGIC: &[u8] = b"Obj\x01";
 
 /// `file` with every named type of its schema defined once; the same bytes when it already is
 /// (or when it is not an Avro object container, which is not ours to change).
-pub fn with_unique_type_names(file: Bytes) -> Result<Bytes, String> {
+pub(crate) fn with_unique_type_names(file: Bytes) -> Result<Bytes, String> {
     if !file.starts_with(MAGIC) {
         return Ok(file);
     }

@@ -4,10 +4,6 @@
 //! encoded for binary `COPY` ([`copy`]), what changed between two versions ([`changes`]),
 //! the connection ([`postgres`]), the sync itself ([`sync`]) and the lakebase-sync
 //! function's logic ([`function`]).
-#![cfg_attr(
-    not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
 
 pub mod changes;
 pub mod config;

@@ -9,7 +9,7 @@ use crate::postgres::{TableName, pg_error};
 use lakemirror_delta::actions::Metadata;
 
 /// The state table, in the target database.
-pub const STATE_TABLE: &str = "\"lakemirror\".\"sync_state\"";
+pub(crate) const STATE_TABLE: &str = "\"lakemirror\".\"sync_state\"";
 
 /// What `lakemirror.sync_state` says about a target.
 #[derive(Debug, Clone)]

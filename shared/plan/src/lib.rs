@@ -4,10 +4,6 @@
 //! ([`metrics`]), the manifest bucket layout ([`layout`]), which snapshots expire
 //! ([`expiry`]), how much history it keeps ([`history`]), where a mirror is named ([`target`]) and the names the mirror writes into
 //! Iceberg metadata ([`properties`]).
-#![cfg_attr(
-    not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
 
 pub mod committed;
 mod error;

@@ -3,10 +3,6 @@
 //! [`columns`]), and tables named `catalog.schema.table` are opened for reading through
 //! their storage location and vended credentials ([`sources`]). [`function`] is the
 //! unity-register function's logic.
-#![cfg_attr(
-    not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
 
 pub mod client;
 pub mod columns;
