@@ -21,16 +21,14 @@ mod tests {
 
     use std::sync::Arc;
 
-    use iceberg::spec::FormatVersion;
     use lakemirror_delta::test_tables::{
         add, delete_commit, metadata, protocol, protocol_with_reader_features, write_checkpoint,
         write_commit,
     };
     use lakemirror_events::{DeadLetters, InMemoryDeadLetters};
     use lakemirror_iceberg::{InMemoryCatalog, Lakehouse};
-    use lakemirror_mirror::OnMissingSource;
+    use lakemirror_mirror::SyncSettings;
     use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
-    use lakemirror_plan::target::NameFrom;
     use lakemirror_storage::{ObjectStores, TableStorage};
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::{Value, json};
@@ -53,12 +51,7 @@ mod tests {
                 database: "lake".into(),
                 table_prefixes: vec!["s3://lake".into()],
                 dead_letter_queue_url: Some("memory://dead-letters".into()),
-                format_version: FormatVersion::V2,
-                on_missing_source: OnMissingSource::Keep,
-                allowed_databases: None,
-                name_from: NameFrom::Folder,
-                bootstrap_group_files: 250_000,
-                history: Default::default(),
+                settings: SyncSettings::default(),
             },
             lake: Lakehouse {
                 stores: ObjectStores::in_memory(),

@@ -86,6 +86,10 @@ impl Error {
             });
         }
         match mirror {
+            Some(lakemirror_mirror::Error::Setting { name, .. }) => return flag_of(name),
+            Some(lakemirror_mirror::Error::Iceberg(lakemirror_iceberg::Error::Plan(
+                lakemirror_plan::Error::Setting { name, .. },
+            ))) => return flag_of(name),
             Some(lakemirror_mirror::Error::SourceMissing { .. }) => {
                 return Some("--on-missing-source=drop");
             }
@@ -106,4 +110,18 @@ impl Error {
             None => eprintln!("error: {self}"),
         }
     }
+}
+
+/// The flag that sets the glue-sync setting `name` (the flag's environment variable).
+pub(crate) fn flag_of(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "ICEBERG_FORMAT_VERSION" => "--iceberg-format-version",
+        "ON_MISSING_SOURCE" => "--on-missing-source",
+        "ALLOWED_GLUE_DATABASES" => "--allowed-glue-databases",
+        "TABLE_NAME_FROM_PATH" => "--table-name-from-path",
+        "BOOTSTRAP_GROUP_FILES" => "--bootstrap-group-files",
+        "HISTORY_RECENT_VERSIONS" => "--history-recent-versions",
+        "HISTORY_HOURLY_FOR" => "--history-hourly-for",
+        _ => return None,
+    })
 }

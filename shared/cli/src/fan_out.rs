@@ -8,7 +8,7 @@ use lakemirror_mirror::GlueSyncRequest;
 use lakemirror_mirror::fanout::{self, FanOutPlan};
 use lakemirror_storage::IoCounters;
 
-use crate::glue_sync::{format_version, naming};
+use crate::glue_sync::SyncArgs;
 use crate::{Context, Error, Result};
 
 #[derive(Subcommand)]
@@ -35,15 +35,8 @@ pub(crate) enum Step {
         /// Bootstrap this Delta version instead of the newest.
         #[arg(long)]
         to_version: Option<i64>,
-        /// Iceberg format version of the new mirror, as in glue-sync.
-        #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
-        iceberg_format_version: String,
-        /// As in glue-sync.
-        #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
-        allowed_glue_databases: Option<String>,
-        /// As in glue-sync.
-        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
-        table_name_from_path: String,
+        #[command(flatten)]
+        sync: Box<SyncArgs>,
     },
     /// Write the manifests of one part's buckets. Prints what it wrote as JSON.
     Part {
@@ -84,20 +77,13 @@ pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
             glue_table,
             metadata_uri,
             to_version,
-            iceberg_format_version,
-            allowed_glue_databases,
-            table_name_from_path,
+            sync,
         } => {
-            let (allowed_databases, name_from) =
-                naming(allowed_glue_databases.as_deref(), &table_name_from_path)?;
             let request = GlueSyncRequest {
                 table: glue_table,
                 metadata_uri,
                 to_version,
-                format_version: format_version(&iceberg_format_version),
-                allowed_databases,
-                name_from,
-                ..GlueSyncRequest::new(table_uri, glue_database)
+                ..sync.settings()?.request(table_uri, glue_database)
             };
             let plan = fanout::plan(&context.stores, &request, parts, counters).await?;
             eprintln!(

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use lakemirror_mirror::discover::{Progress, backfill, discover_tables, plan_names};
 use lakemirror_mirror::status::{one_line, text_table};
-use lakemirror_mirror::{GlueSyncRequest, OnMissingSource, fanout, glue_sync};
-use lakemirror_plan::history::{self, HistoryPolicy};
-use lakemirror_plan::target::{NameFrom, allowed_names};
+use lakemirror_mirror::{GlueSyncRequest, SyncSettings, fanout, glue_sync};
+use lakemirror_plan::history;
 use lakemirror_storage::IoCounters;
 
 use crate::{Context, Error, Result};
@@ -44,6 +43,15 @@ pub(crate) struct Args {
     /// Sync up to this Delta version instead of the newest.
     #[arg(long)]
     pub to_version: Option<i64>,
+    #[command(flatten)]
+    pub sync: SyncArgs,
+}
+
+/// How a mirror is made, as the glue-sync function's settings of the same names say (one
+/// parser for both: `SyncSettings::from_settings`). Shared by glue-sync, fan-out plan and
+/// invoke glue-sync.
+#[derive(clap::Args, Clone)]
+pub(crate) struct SyncArgs {
     /// Iceberg format version of a newly created mirror: 2 (deletion vectors become
     /// position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta
     /// table property lakemirror.iceberg.format-version overrides it; an existing mirror
@@ -70,14 +78,6 @@ pub(crate) struct Args {
     /// temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.
     #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
     pub bootstrap_group_files: u64,
-    #[command(flatten)]
-    pub history: HistoryArgs,
-}
-
-/// How much history each mirror keeps; the Delta table properties lakemirror.history.*
-/// override these for their table.
-#[derive(clap::Args, Clone, Copy)]
-pub(crate) struct HistoryArgs {
     /// The newest this many Delta versions keep an Iceberg snapshot each (exact time travel);
     /// older ones are thinned to one snapshot per hour, then per day. The Delta table
     /// property lakemirror.history.recent-versions overrides it.
@@ -87,37 +87,62 @@ pub(crate) struct HistoryArgs {
     /// per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention
     /// expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property
     /// lakemirror.history.hourly-for overrides it.
-    #[arg(long, env = "HISTORY_HOURLY_FOR", default_value = "1 day", value_parser = history::parse_hourly_for)]
-    pub history_hourly_for: i64,
+    #[arg(long, env = "HISTORY_HOURLY_FOR", default_value = "1 day", value_parser = valid(history::parse_hourly_for))]
+    pub history_hourly_for: String,
 }
 
-impl HistoryArgs {
-    pub(crate) fn policy(&self) -> HistoryPolicy {
-        HistoryPolicy {
-            recent_versions: self.history_recent_versions,
-            hourly_for_ms: self.history_hourly_for,
-        }
+/// A clap parser that checks a value with `parse` and keeps its text (for the one parser,
+/// `SyncSettings::from_settings`, that reads it).
+fn valid<T>(
+    parse: fn(&str) -> std::result::Result<T, String>,
+) -> impl Fn(&str) -> std::result::Result<String, String> + Clone {
+    move |value| parse(value).map(|_| value.to_string())
+}
+
+impl SyncArgs {
+    /// The settings these flags (or their environment variables) give.
+    pub(crate) fn settings(&self) -> Result<SyncSettings> {
+        let values = [
+            (
+                "ICEBERG_FORMAT_VERSION",
+                Some(self.iceberg_format_version.clone()),
+            ),
+            ("ON_MISSING_SOURCE", Some(self.on_missing_source.clone())),
+            (
+                "ALLOWED_GLUE_DATABASES",
+                self.allowed_glue_databases.clone(),
+            ),
+            (
+                "TABLE_NAME_FROM_PATH",
+                Some(self.table_name_from_path.clone()),
+            ),
+            (
+                "BOOTSTRAP_GROUP_FILES",
+                Some(self.bootstrap_group_files.to_string()),
+            ),
+            (
+                "HISTORY_RECENT_VERSIONS",
+                Some(self.history_recent_versions.to_string()),
+            ),
+            ("HISTORY_HOURLY_FOR", Some(self.history_hourly_for.clone())),
+        ];
+        Ok(SyncSettings::from_settings(&|name| {
+            values
+                .iter()
+                .find(|(known, _)| *known == name)
+                .and_then(|(_, value)| value.clone())
+        })?)
     }
 }
 
 impl Args {
     /// The request these flags describe (`table_uri` empty with --discover).
     fn request(&self) -> Result<GlueSyncRequest> {
-        let (allowed_databases, name_from) = naming(
-            self.allowed_glue_databases.as_deref(),
-            &self.table_name_from_path,
-        )?;
         Ok(GlueSyncRequest {
             table: self.glue_table.clone(),
             metadata_uri: self.metadata_uri.clone(),
             to_version: self.to_version,
-            format_version: format_version(&self.iceberg_format_version),
-            on_missing_source: missing_source_action(&self.on_missing_source),
-            allowed_databases,
-            name_from,
-            bootstrap_group_files: self.bootstrap_group_files,
-            history: self.history.policy(),
-            ..GlueSyncRequest::new(
+            ..self.sync.settings()?.request(
                 self.table_uri.clone().unwrap_or_default(),
                 self.glue_database.clone(),
             )
@@ -171,25 +196,6 @@ async fn sync_one(context: &Context, request: &GlueSyncRequest) -> Result<String
         report.removed_files
     );
     Ok(serde_json::to_string(&report)?)
-}
-
-/// The naming policy of glue-sync's flags.
-pub(crate) fn naming(
-    allowed: Option<&str>,
-    name_from: &str,
-) -> Result<(Option<regex::Regex>, NameFrom)> {
-    let allowed = allowed_names(allowed, "--allowed-glue-databases")?;
-    Ok((allowed, name_from.parse().unwrap_or_default()))
-}
-
-/// keep or drop, as clap allows only those.
-fn missing_source_action(value: &str) -> OnMissingSource {
-    value.parse().unwrap_or_default()
-}
-
-/// The format version clap already checked to be "2" or "3".
-pub(crate) fn format_version(value: &str) -> iceberg::spec::FormatVersion {
-    lakemirror_plan::parse_format_version(value).unwrap_or(iceberg::spec::FormatVersion::V2)
 }
 
 /// Finds the Delta tables under `prefix` and mirrors each (or, with `dry_run`, lists them).
@@ -362,5 +368,63 @@ pub(crate) fn print_json(value: &serde_json::Value) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+    use lakemirror_mirror::SyncSettings;
+
+    use super::SyncArgs;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        sync: SyncArgs,
+    }
+
+    #[test]
+    fn each_flag_reads_the_functions_setting_of_the_same_name() {
+        let command = Flags::command();
+        let read: Vec<String> = command
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|env| env.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(read, SyncSettings::VARIABLES);
+        for argument in command.get_arguments().filter(|a| a.get_long().is_some()) {
+            let flag = format!("--{}", argument.get_long().unwrap());
+            let env = argument.get_env().unwrap().to_string_lossy().into_owned();
+            assert_eq!(crate::error::flag_of(&env), Some(flag.as_str()), "{env}");
+        }
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_functions_defaults() {
+        let flags = Flags::try_parse_from(["lakemirror"]).unwrap();
+        assert_eq!(
+            format!("{:?}", flags.sync.settings().unwrap()),
+            format!("{:?}", SyncSettings::default())
+        );
+    }
+
+    #[test]
+    fn flags_reach_the_settings() {
+        let flags = Flags::try_parse_from([
+            "lakemirror",
+            "--iceberg-format-version",
+            "3",
+            "--history-hourly-for",
+            "2 hours",
+            "--allowed-glue-databases",
+            "team_.*",
+        ])
+        .unwrap();
+        let settings = flags.sync.settings().unwrap();
+        assert_eq!(settings.format_version, iceberg::spec::FormatVersion::V3);
+        assert_eq!(settings.history.hourly_for_ms, 2 * 3_600_000);
+        assert!(settings.allowed_databases.unwrap().is_match("team_x"));
+        assert!(Flags::try_parse_from(["lakemirror", "--history-hourly-for", "soon"]).is_err());
     }
 }

@@ -12,14 +12,13 @@ use lakemirror_lakebase::function::{
     ConfigSource, LakebaseSyncConfig, LakebaseSyncFunction, allowed_schemas,
 };
 use lakemirror_lakebase::postgres::LIBPQ_VARIABLES;
-use lakemirror_mirror::fanout;
 use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror_plan::target::allowed_names;
 use lakemirror_storage::SecretSource;
 use lakemirror_unity::function::UnityRegisterFunction;
 use lambda_runtime::LambdaEvent;
 
-use crate::glue_sync::{HistoryArgs, format_version, naming};
+use crate::glue_sync::SyncArgs;
 use crate::unity::{UnityArgs, missing_uc_url};
 use crate::{Context, Error, Result, environment};
 
@@ -41,27 +40,8 @@ pub(crate) enum Function {
         /// they are reported as failed].
         #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
         dead_letter_queue_url: Option<String>,
-        /// Iceberg format version of newly created mirrors (2 or 3), as for glue-sync.
-        #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
-        iceberg_format_version: String,
-        /// keep or drop the Glue table of a Delta table that is gone, as for glue-sync.
-        #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
-        on_missing_source: String,
-        /// The Glue databases a Delta table's own lakemirror.glue.database /
-        /// lakemirror.glue.table properties may choose, as a regex over the whole name
-        /// [default: none: those properties are ignored, with a warning].
-        #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
-        allowed_glue_databases: Option<String>,
-        /// The default Glue table name: folder (the folder's name), path (the whole path
-        /// below the bucket) or unique-path (the path, plus a digest when it is not plain
-        /// lower-case letters and digits, so no two locations of a bucket share a name).
-        #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
-        table_name_from_path: String,
-        /// As in glue-sync.
-        #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
-        bootstrap_group_files: u64,
         #[command(flatten)]
-        history: HistoryArgs,
+        sync: SyncArgs,
         /// Run as a function invocation with this many seconds (the function's Timeout):
         /// a sync still running near the end is cut off and its messages retried
         /// [default: no deadline].
@@ -173,16 +153,9 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
             glue_database,
             table_prefixes,
             dead_letter_queue_url,
-            iceberg_format_version,
-            on_missing_source,
-            allowed_glue_databases,
-            table_name_from_path,
-            bootstrap_group_files,
-            history,
+            sync,
             timeout_seconds,
         } => {
-            let (allowed_databases, name_from) =
-                naming(allowed_glue_databases.as_deref(), &table_name_from_path)?;
             let dead_letters = dead_letter_queue_url.clone().map(|url| {
                 Arc::new(DeadLetterQueue::new(&context.aws, url)) as Arc<dyn DeadLetters>
             });
@@ -191,12 +164,7 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
                     database: glue_database,
                     table_prefixes,
                     dead_letter_queue_url,
-                    format_version: format_version(&iceberg_format_version),
-                    on_missing_source: on_missing_source.parse().unwrap_or_default(),
-                    allowed_databases,
-                    name_from,
-                    bootstrap_group_files,
-                    history: history.policy(),
+                    settings: sync.settings()?,
                 },
                 lake: context.lake(),
                 dead_letters,

@@ -11,25 +11,22 @@ use std::time::{Duration, SystemTime};
 use futures::{FutureExt, StreamExt};
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
-use iceberg::spec::FormatVersion;
 use lakemirror_events::trigger::{
     Delivery, LambdaInput, TableTrigger, batch_response, table_triggers,
 };
 use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
-use lakemirror_plan::history::{HistoryPolicy, parse_hourly_for, parse_recent_versions};
-use lakemirror_plan::parse_format_version;
-use lakemirror_plan::target::{NameFrom, allowed_names};
 use lakemirror_storage::IoCounters;
 use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{allowed_by, table_prefixes};
 
 use crate::error::{Error, Result};
 use crate::fanout::{self, FanOutPlan};
+use crate::settings::SyncSettings;
 use crate::status::Mirror;
 use crate::verify::{VerifyRequest, verify};
-use crate::{GlueSyncRequest, OnMissingSource, SyncReport, glue_sync};
+use crate::{GlueSyncRequest, SyncReport, glue_sync};
 
 /// Configuration of the glue-sync function, from its environment.
 #[derive(Debug, Clone)]
@@ -43,37 +40,14 @@ pub struct GlueSyncConfig {
     /// they are reported as failures, and the queue's redrive policy parks them after
     /// `maxReceiveCount` attempts.
     pub dead_letter_queue_url: Option<String>,
-    /// `ICEBERG_FORMAT_VERSION`: 2 (default) or 3, for tables created from now on; a Delta
-    /// table's `lakemirror.iceberg.format-version` property overrides it.
-    pub format_version: FormatVersion,
-    /// `ON_MISSING_SOURCE`: `keep` (default: the event is parked as "source table missing")
-    /// or `drop` (the Glue table of a Delta table that is gone is deleted).
-    pub on_missing_source: OnMissingSource,
-    /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's `lakemirror.glue.*`
-    /// properties may choose (a regex); unset: the properties are ignored.
-    pub allowed_databases: Option<regex::Regex>,
-    /// `TABLE_NAME_FROM_PATH`: `folder` (default), `path` or `unique-path`.
-    pub name_from: NameFrom,
-    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
-    /// groups of about this many (default 250,000; about 2 KB of memory per file).
-    pub bootstrap_group_files: u64,
-    /// `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR`: the history each mirror keeps; a Delta
-    /// table's `lakemirror.history.*` properties override them.
-    pub history: HistoryPolicy,
+    /// How its tables are mirrored.
+    pub settings: SyncSettings,
 }
 
 impl GlueSyncConfig {
     /// The sync of `table_uri` these settings describe.
     pub fn request(&self, table_uri: String) -> GlueSyncRequest {
-        GlueSyncRequest {
-            format_version: self.format_version,
-            on_missing_source: self.on_missing_source,
-            allowed_databases: self.allowed_databases.clone(),
-            name_from: self.name_from,
-            bootstrap_group_files: self.bootstrap_group_files,
-            history: self.history,
-            ..GlueSyncRequest::new(table_uri, self.database.clone())
-        }
+        self.settings.request(table_uri, self.database.clone())
     }
 
     /// The configuration from `setting` (the function's environment variables).
@@ -85,62 +59,11 @@ impl GlueSyncConfig {
                 "is not set: name the Glue database that receives mirrored tables",
             )
         })?;
-        let table_prefixes = table_prefixes(var("TABLE_PREFIXES").as_deref());
-        let format_version = match var("ICEBERG_FORMAT_VERSION") {
-            None => FormatVersion::V2,
-            Some(value) => parse_format_version(&value).ok_or_else(|| {
-                Error::setting(
-                    "ICEBERG_FORMAT_VERSION",
-                    format!("{value:?}: allowed values are 2 and 3"),
-                )
-            })?,
-        };
-        let on_missing_source = match var("ON_MISSING_SOURCE") {
-            None => OnMissingSource::Keep,
-            Some(value) => value
-                .parse()
-                .map_err(|e| Error::setting("ON_MISSING_SOURCE", e))?,
-        };
-        let mut history = HistoryPolicy::default();
-        if let Some(value) = var("HISTORY_RECENT_VERSIONS") {
-            history.recent_versions = parse_recent_versions(&value)
-                .map_err(|e| Error::setting("HISTORY_RECENT_VERSIONS", e))?;
-        }
-        if let Some(value) = var("HISTORY_HOURLY_FOR") {
-            history.hourly_for_ms =
-                parse_hourly_for(&value).map_err(|e| Error::setting("HISTORY_HOURLY_FOR", e))?;
-        }
         Ok(Self {
-            history,
             database,
-            table_prefixes,
+            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
-            format_version,
-            on_missing_source,
-            allowed_databases: allowed_names(
-                var("ALLOWED_GLUE_DATABASES").as_deref(),
-                "ALLOWED_GLUE_DATABASES",
-            )?,
-            name_from: match var("TABLE_NAME_FROM_PATH") {
-                None => NameFrom::Folder,
-                Some(value) => value
-                    .parse()
-                    .map_err(|e| Error::setting("TABLE_NAME_FROM_PATH", e))?,
-            },
-            bootstrap_group_files: match var("BOOTSTRAP_GROUP_FILES") {
-                None => fanout::BOOTSTRAP_GROUP_FILES,
-                Some(value) => value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        Error::setting(
-                            "BOOTSTRAP_GROUP_FILES",
-                            format!("{value:?}: give a number of files above 0"),
-                        )
-                    })?,
-            },
+            settings: SyncSettings::from_settings(setting)?,
         })
     }
 }
@@ -329,6 +252,7 @@ impl GlueSyncFunction {
             let database_allowed = plan.database == self.config.database
                 || self
                     .config
+                    .settings
                     .allowed_databases
                     .as_ref()
                     .is_some_and(|re| re.is_match(&plan.database));

@@ -9,8 +9,10 @@ mod error;
 pub mod fanout;
 pub mod function;
 pub mod glue_sync;
+pub mod settings;
 pub mod status;
 pub mod verify;
 
 pub use error::{Error, Result};
 pub use glue_sync::{GlueSyncRequest, OnMissingSource, SyncAction, SyncReport, glue_sync};
+pub use settings::SyncSettings;
