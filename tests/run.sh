@@ -49,6 +49,8 @@ export LAKEMIRROR_JAVA_ICEBERG_VENV
 tests/rig/uc-server.sh >/dev/null
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
 cargo build --workspace --bins
+# The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto.
+export LAKEMIRROR_PYTHON="$venv/bin/python"
 cargo test --workspace
 export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"
 "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"

@@ -1,5 +1,9 @@
 """moto server (S3, Glue, SQS, STS, ...) whose Glue UpdateTable enforces VersionId like AWS.
 
+GetTables also answers in pages of at most 100 tables with a NextToken, as AWS does; plain
+moto returns every table at once, so a caller that ignores NextToken would pass here and
+miss tables in AWS.
+
 Plain moto 5.2.5 stores table versions (FakeTable._current_version, starting at 1 on
 CreateTable, +1 per UpdateTable) but ignores the VersionId sent with UpdateTable, so two
 writers racing on the same Iceberg table both "win". Real Glue rejects the stale one with
@@ -16,6 +20,7 @@ import sys
 import threading
 import urllib.request
 
+from moto.core.responses import ActionResult
 from moto.glue.exceptions import GlueClientError
 from moto.glue.responses import GlueResponse
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -51,6 +56,20 @@ def _strict_update_table(self: GlueResponse):
         return _plain_update_table(self)
 
 
+# AWS Glue's largest GetTables page.
+GET_TABLES_PAGE = 100
+
+
+def _paged_get_tables(self: GlueResponse):
+    tables = self.glue_backend.get_tables(self.parameters.get("DatabaseName"), self.parameters.get("Expression"))
+    start = int(self.parameters.get("NextToken") or 0)
+    size = min(int(self.parameters.get("MaxResults") or GET_TABLES_PAGE), GET_TABLES_PAGE)
+    page = {"TableList": [table.as_dict() for table in tables[start:start + size]]}
+    if start + size < len(tables):
+        page["NextToken"] = str(start + size)
+    return ActionResult(page)
+
+
 # moto checks PutObject's If-None-Match / If-Match and then stores the object as two steps,
 # so two threads putting the same key with If-None-Match: * can both succeed. Real S3 is
 # atomic here and Delta commits (`_delta_log/N.json`) depend on it: serialise PutObject.
@@ -65,6 +84,7 @@ def _atomic_put_object(self: S3Response):
 
 def install_patch() -> None:
     GlueResponse.update_table = _strict_update_table
+    GlueResponse.get_tables = _paged_get_tables
     S3Response.put_object = _atomic_put_object
 
 

@@ -56,6 +56,18 @@ def test_update_missing_table_is_entity_not_found(glue, glue_database):
     assert err.value.response["Error"]["Code"] == "EntityNotFoundException"
 
 
+def test_get_tables_answers_in_pages_of_100_like_aws(glue, glue_database):
+    for n in range(101):
+        glue.create_table(DatabaseName=glue_database, TableInput=_table_input(f"t{n:03}", "s3://b/m.json"))
+    first = glue.get_tables(DatabaseName=glue_database)
+    assert len(first["TableList"]) == 100 and first["NextToken"]
+    rest = glue.get_tables(DatabaseName=glue_database, NextToken=first["NextToken"])
+    assert [t["Name"] for t in rest["TableList"]] == ["t100"] and "NextToken" not in rest
+    paged = [t["Name"] for page in glue.get_paginator("get_tables").paginate(DatabaseName=glue_database)
+             for t in page["TableList"]]
+    assert paged == [f"t{n:03}" for n in range(101)]
+
+
 def _race(n, attempt):
     """Run attempt(i) in n threads released together; return the error codes (None = success)."""
     barrier = threading.Barrier(n)

@@ -157,10 +157,11 @@ impl Catalog for GlueCatalog {
         }
         match request.send().await {
             Ok(_) => Ok(()),
+            // Changed since it was read, or dropped (the sync reads again and finds no table).
             Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_concurrent_modification_exception()) =>
+                if err.as_service_error().is_some_and(|e| {
+                    e.is_concurrent_modification_exception() || e.is_entity_not_found_exception()
+                }) =>
             {
                 Err(conflict())
             }

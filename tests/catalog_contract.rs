@@ -1,0 +1,338 @@
+//! The catalog contract: what the sync's compare-and-swap story needs of a catalog, held
+//! against every implementation of `lakemirror_iceberg::Catalog` (after iceberg-rust's
+//! `table_suite.rs`). The in-memory catalog always; AWS Glue on the rig's strict moto
+//! (`tests/rig/moto_strict.py`, Glue's VersionId enforced) when `LAKEMIRROR_PYTHON` names a
+//! Python with moto, as `tests/run.sh` sets it. Every request goes to loopback.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use iceberg::spec::TableMetadata;
+use lakemirror_aws::GlueCatalog;
+use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry};
+use lakemirror_iceberg::{Error, InMemoryCatalog};
+use lakemirror_storage::IoCounters;
+
+/// Makes a database and answers the catalog that holds it.
+#[async_trait::async_trait]
+trait Subject {
+    async fn with_database(&self, database: &str) -> Arc<dyn Catalog>;
+    /// Creates a table the catalog does not count as Iceberg (a Hive table).
+    async fn add_other_table(&self, database: &str, name: &str);
+}
+
+struct Memory(Arc<InMemoryCatalog>);
+
+#[async_trait::async_trait]
+impl Subject for Memory {
+    async fn with_database(&self, database: &str) -> Arc<dyn Catalog> {
+        self.0.add_database(database);
+        self.0.clone()
+    }
+
+    async fn add_other_table(&self, database: &str, name: &str) {
+        let metadata = metadata();
+        let commit = CatalogCommit {
+            database,
+            name,
+            read: None,
+            parameters: HashMap::from([("table_type".into(), "HIVE".into())]),
+            metadata: &metadata,
+        };
+        self.0
+            .commit_table(commit, &IoCounters::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// Glue on the strict moto, started for the test and killed with it.
+struct Glue {
+    _moto: Moto,
+    client: aws_sdk_glue::Client,
+    catalog: Arc<GlueCatalog>,
+}
+
+struct Moto(Child);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Glue {
+    async fn start(python: &str) -> Self {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/rig/moto_strict.py");
+        let mut child = Command::new(python)
+            .args([script, "--port", "0", "--host", "127.0.0.1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_strict.py with LAKEMIRROR_PYTHON");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let moto = Moto(child);
+        let url = line
+            .trim()
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("moto did not start: {line:?}"))
+            .to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        // Static credentials and region: nothing is looked up, the instance metadata service
+        // least of all.
+        let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&url)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "contract",
+            ))
+            .load()
+            .await;
+        Self {
+            _moto: moto,
+            client: aws_sdk_glue::Client::new(&aws),
+            catalog: Arc::new(GlueCatalog::new(&aws)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Subject for Glue {
+    async fn with_database(&self, database: &str) -> Arc<dyn Catalog> {
+        let input = aws_sdk_glue::types::DatabaseInput::builder()
+            .name(database)
+            .build()
+            .unwrap();
+        self.client
+            .create_database()
+            .database_input(input)
+            .send()
+            .await
+            .unwrap();
+        self.catalog.clone()
+    }
+
+    async fn add_other_table(&self, database: &str, name: &str) {
+        let input = aws_sdk_glue::types::TableInput::builder()
+            .name(name)
+            .table_type("EXTERNAL_TABLE")
+            .parameters("classification", "parquet")
+            .build()
+            .unwrap();
+        self.client
+            .create_table()
+            .database_name(database)
+            .table_input(input)
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+fn metadata() -> TableMetadata {
+    serde_json::from_value(serde_json::json!({
+        "format-version": 2,
+        "table-uuid": "8e1a0f9c-0000-4000-8000-000000000000",
+        "location": "s3://lake/t",
+        "last-sequence-number": 0,
+        "last-updated-ms": 0,
+        "last-column-id": 1,
+        "current-schema-id": 0,
+        "schemas": [{"type": "struct", "schema-id": 0,
+                     "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]}],
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": 999,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+    }))
+    .unwrap()
+}
+
+/// One table of the contract's databases and the calls on it.
+struct Table<'a> {
+    catalog: &'a dyn Catalog,
+    database: &'a str,
+    name: &'a str,
+    metadata: TableMetadata,
+    counters: IoCounters,
+}
+
+impl<'a> Table<'a> {
+    fn new(catalog: &'a dyn Catalog, database: &'a str, name: &'a str) -> Self {
+        Self {
+            catalog,
+            database,
+            name,
+            metadata: metadata(),
+            counters: IoCounters::default(),
+        }
+    }
+
+    async fn read(&self) -> Option<CatalogEntry> {
+        self.catalog
+            .get_table(self.database, self.name, &self.counters)
+            .await
+            .unwrap()
+    }
+
+    async fn commit(&self, read: Option<&CatalogEntry>, location: &str) -> Result<(), Error> {
+        let commit = CatalogCommit {
+            database: self.database,
+            name: self.name,
+            read,
+            parameters: HashMap::from([
+                ("table_type".to_string(), "ICEBERG".to_string()),
+                ("metadata_location".to_string(), location.to_string()),
+            ]),
+            metadata: &self.metadata,
+        };
+        self.catalog.commit_table(commit, &self.counters).await
+    }
+
+    async fn location(&self) -> Option<String> {
+        self.read()
+            .await
+            .and_then(|e| e.metadata_location().map(str::to_string))
+    }
+}
+
+async fn a_commit_over_a_stale_read_loses_the_race(catalog: &dyn Catalog, db: &str) {
+    let t = Table::new(catalog, db, "stale");
+    t.commit(None, "s3://lake/m1.json").await.unwrap();
+    let first = t.read().await.unwrap();
+    t.commit(Some(&first), "s3://lake/m2.json").await.unwrap();
+    let stale = t
+        .commit(Some(&first), "s3://lake/m3.json")
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, Error::CommitConflict(_)), "{stale}");
+    assert_eq!(t.location().await.as_deref(), Some("s3://lake/m2.json"));
+    let second = t.read().await.unwrap();
+    assert_ne!(first.version, second.version, "a commit moves the version");
+    t.commit(Some(&second), "s3://lake/m4.json").await.unwrap();
+    assert_eq!(t.location().await.as_deref(), Some("s3://lake/m4.json"));
+    // Four commits and four reads, one request each.
+    assert_eq!(t.counters.totals().requests, 8);
+}
+
+async fn a_table_created_twice_is_a_lost_race(catalog: &dyn Catalog, db: &str) {
+    let t = Table::new(catalog, db, "twice");
+    t.commit(None, "s3://lake/first.json").await.unwrap();
+    let second = t.commit(None, "s3://lake/second.json").await.unwrap_err();
+    assert!(matches!(second, Error::CommitConflict(_)), "{second}");
+    assert_eq!(t.location().await.as_deref(), Some("s3://lake/first.json"));
+}
+
+async fn a_missing_database_is_named(catalog: &dyn Catalog, _db: &str) {
+    let t = Table::new(catalog, "no_such_database", "t");
+    assert_eq!(
+        t.read().await,
+        None,
+        "no table in a database that does not exist"
+    );
+    let create = t.commit(None, "s3://lake/m1.json").await.unwrap_err();
+    assert!(
+        matches!(&create, Error::NoSuchDatabase(d) if d == "no_such_database"),
+        "{create}"
+    );
+    let list = catalog
+        .iceberg_tables("no_such_database", &IoCounters::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(list, Error::NoSuchDatabase(_)), "{list}");
+}
+
+async fn a_table_dropped_during_a_commit_is_a_lost_race(catalog: &dyn Catalog, db: &str) {
+    let t = Table::new(catalog, db, "dropped");
+    t.commit(None, "s3://lake/m1.json").await.unwrap();
+    let read = t.read().await.unwrap();
+    catalog
+        .drop_table(db, "dropped", &t.counters)
+        .await
+        .unwrap();
+    let lost = t
+        .commit(Some(&read), "s3://lake/m2.json")
+        .await
+        .unwrap_err();
+    assert!(matches!(lost, Error::CommitConflict(_)), "{lost}");
+    // The retry reads again, finds no table and creates it.
+    assert_eq!(t.read().await, None);
+    t.commit(None, "s3://lake/m2.json").await.unwrap();
+    assert_eq!(t.location().await.as_deref(), Some("s3://lake/m2.json"));
+    // Dropping a table already gone is fine.
+    catalog
+        .drop_table(db, "dropped", &t.counters)
+        .await
+        .unwrap();
+    catalog
+        .drop_table(db, "dropped", &t.counters)
+        .await
+        .unwrap();
+    assert_eq!(t.read().await, None);
+}
+
+async fn every_iceberg_table_is_listed_across_pages(
+    catalog: &dyn Catalog,
+    db: &str,
+    subject: &dyn Subject,
+) {
+    // Glue answers GetTables in pages of 100.
+    let names: Vec<String> = (0..130).map(|n| format!("t{n:03}")).collect();
+    for name in &names {
+        let t = Table::new(catalog, db, name);
+        t.commit(None, &format!("s3://lake/{name}/m1.json"))
+            .await
+            .unwrap();
+    }
+    subject.add_other_table(db, "hive_table").await;
+    let listed = catalog
+        .iceberg_tables(db, &IoCounters::default())
+        .await
+        .unwrap();
+    let listed_names: Vec<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        listed_names, names,
+        "every Iceberg table once, by name; no other table"
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|e| e.metadata_location == format!("s3://lake/{}/m1.json", e.name))
+    );
+}
+
+/// Runs every case, each in a database of its own.
+async fn contract(subject: &dyn Subject) {
+    let catalog = subject.with_database("stale").await;
+    a_commit_over_a_stale_read_loses_the_race(catalog.as_ref(), "stale").await;
+    let catalog = subject.with_database("twice").await;
+    a_table_created_twice_is_a_lost_race(catalog.as_ref(), "twice").await;
+    a_missing_database_is_named(catalog.as_ref(), "twice").await;
+    let catalog = subject.with_database("dropped").await;
+    a_table_dropped_during_a_commit_is_a_lost_race(catalog.as_ref(), "dropped").await;
+    let catalog = subject.with_database("paged").await;
+    every_iceberg_table_is_listed_across_pages(catalog.as_ref(), "paged", subject).await;
+}
+
+#[tokio::test]
+async fn the_in_memory_catalog_keeps_the_contract() {
+    contract(&Memory(Arc::new(InMemoryCatalog::default()))).await;
+}
+
+#[tokio::test]
+async fn glue_on_moto_keeps_the_contract() {
+    let Some(python) = std::env::var("LAKEMIRROR_PYTHON").ok() else {
+        eprintln!(
+            "glue_on_moto_keeps_the_contract not run: set LAKEMIRROR_PYTHON to a Python with moto (tests/run.sh does)"
+        );
+        return;
+    };
+    contract(&Glue::start(&python).await).await;
+}
