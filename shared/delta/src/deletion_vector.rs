@@ -14,7 +14,7 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 /// Magic number in front of every serialized deletion vector (little-endian).
-const MAGIC: u32 = 1_681_511_377;
+pub(crate) const MAGIC: u32 = 1_681_511_377;
 
 /// `add.deletionVector` as the log spells it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -94,3 +94,21 @@ pub async fn delete_commit(table: &TableStorage, version: i64) {
         .await
         .unwrap();
 }
+
+/// An inline deletion vector (`storageType` "i") deleting the rows at `deleted`.
+pub fn inline_deletion_vector(deleted: &[u64]) -> crate::deletion_vector::DeletionVector {
+    let bitmap: roaring::RoaringTreemap = deleted.iter().copied().collect();
+    let mut data = crate::deletion_vector::MAGIC.to_le_bytes().to_vec();
+    bitmap.serialize_into(&mut data).unwrap();
+    let size = data.len() as i64;
+    while !data.len().is_multiple_of(4) {
+        data.push(0);
+    }
+    crate::deletion_vector::DeletionVector {
+        storage_type: "i".to_string(),
+        path_or_inline_dv: z85::encode(&data),
+        offset: None,
+        size_in_bytes: size,
+        cardinality: deleted.len() as i64,
+    }
+}

@@ -65,10 +65,16 @@ pub async fn deletion_vector_file(
             metadata.blobs().len()
         )));
     };
+    let too_large = || {
+        Error::data_file(
+            data_file,
+            "its deletion vector is too large for a Puffin file",
+        )
+    };
     Ok(DeletionVectorFile {
         bytes: memory.new_input(path)?.read().await?.to_vec(),
-        content_offset: i64::try_from(blob.offset()).unwrap_or(i64::MAX),
-        content_size_in_bytes: i64::try_from(blob.length()).unwrap_or(i64::MAX),
+        content_offset: i64::try_from(blob.offset()).map_err(|_| too_large())?,
+        content_size_in_bytes: i64::try_from(blob.length()).map_err(|_| too_large())?,
     })
 }
 

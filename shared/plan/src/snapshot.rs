@@ -62,7 +62,7 @@ pub struct PlannedFile {
 }
 
 /// One Iceberg snapshot to write, for one Delta version.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SnapshotPlan {
     pub delta_version: i64,
     pub commit_timestamp_ms: i64,
