@@ -8,7 +8,7 @@ use lakemirror_mirror::GlueSyncRequest;
 use lakemirror_mirror::fanout::{self, FanOutPlan};
 use lakemirror_storage::IoCounters;
 
-use crate::glue_sync::SyncArgs;
+use crate::glue_sync::TableArgs;
 use crate::{Context, Error, Result};
 
 #[derive(Subcommand)]
@@ -36,7 +36,7 @@ pub(crate) enum Step {
         #[arg(long)]
         to_version: Option<i64>,
         #[command(flatten)]
-        sync: Box<SyncArgs>,
+        table: TableArgs,
     },
     /// Write the manifests of one part's buckets. Prints what it wrote as JSON.
     Part {
@@ -77,13 +77,13 @@ pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
             glue_table,
             metadata_uri,
             to_version,
-            sync,
+            table,
         } => {
             let request = GlueSyncRequest {
                 table: glue_table,
                 metadata_uri,
                 to_version,
-                ..sync.settings()?.request(table_uri, glue_database)
+                ..table.settings()?.request(table_uri, glue_database)
             };
             let plan = fanout::plan(&context.stores, &request, parts, counters).await?;
             eprintln!(

@@ -48,31 +48,17 @@ pub(crate) struct Args {
 }
 
 /// How a mirror is made, as the glue-sync function's settings of the same names say (one
-/// parser for both: `SyncSettings::from_settings`). Shared by glue-sync, fan-out plan and
-/// invoke glue-sync.
+/// parser for both: `SyncSettings::from_settings`). Shared by glue-sync and invoke
+/// glue-sync; fan-out plan takes the new table's part ([`TableArgs`]).
 #[derive(clap::Args, Clone)]
 pub(crate) struct SyncArgs {
-    /// Iceberg format version of a newly created mirror: 2 (deletion vectors become
-    /// position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta
-    /// table property lakemirror.iceberg.format-version overrides it; an existing mirror
-    /// keeps its version.
-    #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
-    pub iceberg_format_version: String,
+    #[command(flatten)]
+    pub table: TableArgs,
     /// When the Delta table is gone (no _delta_log with a commit or checkpoint) but its
     /// Glue table is there: keep (fail with "source table missing" and leave the Glue
     /// table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).
     #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
     pub on_missing_source: String,
-    /// The Glue databases a Delta table's own lakemirror.glue.database /
-    /// lakemirror.glue.table properties may choose, as a regex over the whole name
-    /// [default: none: those properties are ignored, with a warning].
-    #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
-    pub allowed_glue_databases: Option<String>,
-    /// The default Glue table name: folder (the folder's name), path (the whole path below
-    /// the bucket) or unique-path (the path, plus a digest when it is not plain lower-case
-    /// letters and digits, so no two locations of a bucket share a name).
-    #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
-    pub table_name_from_path: String,
     /// A new mirror of a table whose checkpoint holds more actions is bootstrapped in
     /// groups of about this many files, one group after another, from spill files in the
     /// temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.
@@ -91,6 +77,28 @@ pub(crate) struct SyncArgs {
     pub history_hourly_for: String,
 }
 
+/// What a new mirror is and what it is called: the settings a fanned-out bootstrap's plan
+/// takes too.
+#[derive(clap::Args, Clone)]
+pub(crate) struct TableArgs {
+    /// Iceberg format version of a newly created mirror: 2 (deletion vectors become
+    /// position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta
+    /// table property lakemirror.iceberg.format-version overrides it; an existing mirror
+    /// keeps its version.
+    #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
+    pub iceberg_format_version: String,
+    /// The Glue databases a Delta table's own lakemirror.glue.database /
+    /// lakemirror.glue.table properties may choose, as a regex over the whole name
+    /// [default: none: those properties are ignored, with a warning].
+    #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
+    pub allowed_glue_databases: Option<String>,
+    /// The default Glue table name: folder (the folder's name), path (the whole path below
+    /// the bucket) or unique-path (the path, plus a digest when it is not plain lower-case
+    /// letters and digits, so no two locations of a bucket share a name).
+    #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
+    pub table_name_from_path: String,
+}
+
 /// A clap parser that checks a value with `parse` and keeps its text (for the one parser,
 /// `SyncSettings::from_settings`, that reads it).
 fn valid<T>(
@@ -102,20 +110,8 @@ fn valid<T>(
 impl SyncArgs {
     /// The settings these flags (or their environment variables) give.
     pub(crate) fn settings(&self) -> Result<SyncSettings> {
-        let values = [
-            (
-                "ICEBERG_FORMAT_VERSION",
-                Some(self.iceberg_format_version.clone()),
-            ),
+        settings_of(&[
             ("ON_MISSING_SOURCE", Some(self.on_missing_source.clone())),
-            (
-                "ALLOWED_GLUE_DATABASES",
-                self.allowed_glue_databases.clone(),
-            ),
-            (
-                "TABLE_NAME_FROM_PATH",
-                Some(self.table_name_from_path.clone()),
-            ),
             (
                 "BOOTSTRAP_GROUP_FILES",
                 Some(self.bootstrap_group_files.to_string()),
@@ -125,14 +121,50 @@ impl SyncArgs {
                 Some(self.history_recent_versions.to_string()),
             ),
             ("HISTORY_HOURLY_FOR", Some(self.history_hourly_for.clone())),
-        ];
-        Ok(SyncSettings::from_settings(&|name| {
-            values
-                .iter()
-                .find(|(known, _)| *known == name)
-                .and_then(|(_, value)| value.clone())
-        })?)
+            (
+                "ICEBERG_FORMAT_VERSION",
+                Some(self.table.iceberg_format_version.clone()),
+            ),
+            (
+                "ALLOWED_GLUE_DATABASES",
+                self.table.allowed_glue_databases.clone(),
+            ),
+            (
+                "TABLE_NAME_FROM_PATH",
+                Some(self.table.table_name_from_path.clone()),
+            ),
+        ])
     }
+}
+
+impl TableArgs {
+    /// The settings these flags give; the others at their defaults.
+    pub(crate) fn settings(&self) -> Result<SyncSettings> {
+        settings_of(&[
+            (
+                "ICEBERG_FORMAT_VERSION",
+                Some(self.iceberg_format_version.clone()),
+            ),
+            (
+                "ALLOWED_GLUE_DATABASES",
+                self.allowed_glue_databases.clone(),
+            ),
+            (
+                "TABLE_NAME_FROM_PATH",
+                Some(self.table_name_from_path.clone()),
+            ),
+        ])
+    }
+}
+
+/// The function's parser over flag values by setting name.
+fn settings_of(values: &[(&str, Option<String>)]) -> Result<SyncSettings> {
+    Ok(SyncSettings::from_settings(&|name| {
+        values
+            .iter()
+            .find(|(known, _)| *known == name)
+            .and_then(|(_, value)| value.clone())
+    })?)
 }
 
 impl Args {
@@ -392,7 +424,11 @@ mod tests {
             .filter_map(|a| a.get_env())
             .map(|env| env.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(read, SyncSettings::VARIABLES);
+        let mut expected = SyncSettings::VARIABLES.to_vec();
+        let mut read: Vec<&str> = read.iter().map(String::as_str).collect();
+        expected.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(read, expected);
         for argument in command.get_arguments().filter(|a| a.get_long().is_some()) {
             let flag = format!("--{}", argument.get_long().unwrap());
             let env = argument.get_env().unwrap().to_string_lossy().into_owned();
@@ -402,9 +438,29 @@ mod tests {
 
     #[test]
     fn the_flags_defaults_are_the_functions_defaults() {
-        let flags = Flags::try_parse_from(["lakemirror"]).unwrap();
+        // From the declared defaults, not a parse: a parse would read the environment.
+        let command = Flags::command();
+        let defaults: Vec<(String, String)> = command
+            .get_arguments()
+            .filter_map(|a| {
+                let env = a.get_env()?.to_string_lossy().into_owned();
+                let value = a
+                    .get_default_values()
+                    .first()?
+                    .to_string_lossy()
+                    .into_owned();
+                Some((env, value))
+            })
+            .collect();
+        let settings = SyncSettings::from_settings(&|name| {
+            defaults
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        })
+        .unwrap();
         assert_eq!(
-            format!("{:?}", flags.sync.settings().unwrap()),
+            format!("{settings:?}"),
             format!("{:?}", SyncSettings::default())
         );
     }

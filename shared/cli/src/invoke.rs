@@ -262,7 +262,7 @@ fn lambda_event(
         .map_err(|e| Error::Usage(format!("cannot read event file {}: {e}", event.display())))?;
     let payload = LambdaInput::from_json(&text).map_err(|e| {
         Error::Usage(format!(
-            "event file {} is not an event lakemirror reads (an SQS batch, an EventBridge event or an S3 notification): {e}",
+            "event file {} is not an event lakemirror reads (an SQS batch, an EventBridge event, an S3 notification or a lakemirror control event such as {{\"lakemirror\": \"verify\"}}): {e}",
             event.display()
         ))
     })?;

@@ -44,12 +44,18 @@ impl<'de> Deserialize<'de> for LambdaInput {
         });
         if let Some(name) = value.get("lakemirror") {
             let name = name.as_str().unwrap_or_default().to_string();
+            let known = Control::NAMES.contains(&name.as_str());
             serde_json::from_value(value)
                 .map(LambdaInput::Control)
                 .map_err(|e| {
-                    D::Error::custom(format!(
-                        "{name:?}: not a lakemirror control event this version knows ({e}); the known ones are verify, fan-out-plan, fan-out-part and fan-out-finish"
-                    ))
+                    D::Error::custom(if known {
+                        format!("the lakemirror control event {name:?} is malformed: {e}")
+                    } else {
+                        format!(
+                            "{name:?}: not a lakemirror control event this version knows; the known ones are {}",
+                            Control::NAMES.join(", ")
+                        )
+                    })
                 })
         } else if is_sqs {
             serde_json::from_value(value)
@@ -311,6 +317,12 @@ pub enum Control {
     FanOutPart { plan: FanOutPlan, part: u32 },
     /// Commit every part of `plan`.
     FanOutFinish { plan: FanOutPlan },
+}
+
+impl Control {
+    /// The names `lakemirror` takes (the tags above).
+    pub const NAMES: [&'static str; 4] =
+        ["verify", "fan-out-plan", "fan-out-part", "fan-out-finish"];
 }
 
 /// Groups deliveries into one trigger per table (the newest version wins), keeping only

@@ -175,15 +175,24 @@ pub(super) async fn read_live_files(
     let parsed = parse_manifest(writer, manifest, bytes).await?;
     // First row ID inheritance (v3): a data file without one takes the manifest's plus the
     // record counts of the files before it that had none, live or not, in manifest order.
-    let mut next_row_id = manifest.first_row_id.and_then(|id| i64::try_from(id).ok());
+    let too_many = || {
+        Error::CatalogState(format!(
+            "{}: its row IDs pass 2^63; rebuild the mirror (delete the Glue table and sync again)",
+            manifest.manifest_path
+        ))
+    };
+    let mut next_row_id = match manifest.first_row_id {
+        Some(id) => Some(i64::try_from(id).map_err(|_| too_many())?),
+        None => None,
+    };
     let mut live = Vec::new();
     for e in parsed.entries() {
         let file = e.data_file();
         let first_row_id = match (file.first_row_id(), next_row_id) {
             (Some(id), _) => Some(id),
             (None, Some(next)) if file.content_type() == DataContentType::Data => {
-                let count = i64::try_from(file.record_count()).ok();
-                next_row_id = count.and_then(|count| next.checked_add(count));
+                let count = i64::try_from(file.record_count()).map_err(|_| too_many())?;
+                next_row_id = Some(next.checked_add(count).ok_or_else(too_many)?);
                 Some(next)
             }
             (None, _) => None,

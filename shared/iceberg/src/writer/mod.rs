@@ -3,12 +3,12 @@
 //! The manifest layout (which bucket a file is in, when buckets grow) is the planner's
 //! (`lakemirror_plan::layout`): a commit rewrites only the buckets its files fall in and a
 //! manifest list of `B` entries, so its cost follows the commit, not the table. `B` grows
-//! (all buckets rewritten once) when buckets outgrow [`FILES_PER_BUCKET`] twice over.
+//! (all buckets rewritten once) when buckets outgrow [`FILES_PER_BUCKET`](lakemirror_plan::layout::FILES_PER_BUCKET) twice over.
 //!
-//! By concern: [`state`] is the table being written (create or load, apply a plan, finish
-//! the metadata file); [`manifests`] writes and reads bucket manifests (rebucketing,
-//! append layers); [`deletes`] turns deletion vectors into delete files; [`summary`] counts
-//! what a snapshot changed; [`lineage`] assigns v3 row IDs.
+//! By concern: `state` is the table being written (create or load, apply a plan, finish
+//! the metadata file); `manifests` writes and reads bucket manifests (rebucketing, append
+//! layers); `deletes` turns deletion vectors into delete files; `summary` counts what a
+//! snapshot changed; `lineage` assigns v3 row IDs.
 
 mod deletes;
 mod lineage;
@@ -55,10 +55,10 @@ pub struct StagedTable {
     pub table: CommittedTable,
     pub snapshots: Vec<SnapshotOutcome>,
     /// Snapshots this metadata no longer has because Delta VACUUM may delete their files
-    /// (see [`expirable`]).
+    /// (see [`expirable`](lakemirror_plan::expiry::expirable)).
     pub expired_snapshots: Vec<i64>,
     /// Snapshots this metadata no longer has because the history policy thins them (see
-    /// [`thinned`]).
+    /// [`thinned`](lakemirror_plan::history::thinned)).
     pub thinned_snapshots: Vec<i64>,
     /// Metadata files only the removed snapshots used, and metadata files that fell off the
     /// metadata log: delete them once the catalog points at the new metadata, never before.

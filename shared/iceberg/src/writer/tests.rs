@@ -203,3 +203,37 @@ async fn v3_row_ids_carry_over() {
 fn snapshot_ids_are_positive() {
     assert!((0..1000).all(|_| new_snapshot_id() > 0));
 }
+
+#[tokio::test]
+async fn a_replaced_snapshot_leaves_the_totals_and_counts_as_removed() {
+    let writer = writer(FormatVersion::V2);
+    let with_deletes = PlannedFile {
+        deletion_vector: Some(inline_deletion_vector(&[0, 1, 2])),
+        ..file(1, 20)
+    };
+    let table = stage(&writer, None, bootstrap(vec![file(0, 10), with_deletes])).await;
+    assert_eq!(summary(&table, "total-delete-files"), "1");
+    // The whole table at a version, as after commits cleaned up while the mirror was behind.
+    let replace = SnapshotPlan {
+        replace_all: true,
+        ..plan(5, vec![file(2, 7)], Vec::new())
+    };
+    let table = stage(&writer, Some(&table), replace).await;
+    let files = live(&writer, &table).await;
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].file_path(), file(2, 7).location);
+    for (key, value) in [
+        ("added-data-files", "1"),
+        ("added-records", "7"),
+        ("deleted-data-files", "2"),
+        ("deleted-records", "30"),
+        ("removed-delete-files", "1"),
+        ("removed-position-deletes", "3"),
+        ("total-data-files", "1"),
+        ("total-records", "7"),
+        ("total-delete-files", "0"),
+        ("total-position-deletes", "0"),
+    ] {
+        assert_eq!(summary(&table, key), value, "{key}");
+    }
+}
