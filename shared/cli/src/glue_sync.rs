@@ -110,7 +110,8 @@ fn valid<T>(
 impl SyncArgs {
     /// The settings these flags (or their environment variables) give.
     pub(crate) fn settings(&self) -> Result<SyncSettings> {
-        settings_of(&[
+        let mut values = self.table.values();
+        values.extend([
             ("ON_MISSING_SOURCE", Some(self.on_missing_source.clone())),
             (
                 "BOOTSTRAP_GROUP_FILES",
@@ -121,26 +122,20 @@ impl SyncArgs {
                 Some(self.history_recent_versions.to_string()),
             ),
             ("HISTORY_HOURLY_FOR", Some(self.history_hourly_for.clone())),
-            (
-                "ICEBERG_FORMAT_VERSION",
-                Some(self.table.iceberg_format_version.clone()),
-            ),
-            (
-                "ALLOWED_GLUE_DATABASES",
-                self.table.allowed_glue_databases.clone(),
-            ),
-            (
-                "TABLE_NAME_FROM_PATH",
-                Some(self.table.table_name_from_path.clone()),
-            ),
-        ])
+        ]);
+        settings_of(&values)
     }
 }
 
 impl TableArgs {
     /// The settings these flags give; the others at their defaults.
     pub(crate) fn settings(&self) -> Result<SyncSettings> {
-        settings_of(&[
+        settings_of(&self.values())
+    }
+
+    /// The flags' values by setting name.
+    fn values(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![
             (
                 "ICEBERG_FORMAT_VERSION",
                 Some(self.iceberg_format_version.clone()),
@@ -153,7 +148,7 @@ impl TableArgs {
                 "TABLE_NAME_FROM_PATH",
                 Some(self.table_name_from_path.clone()),
             ),
-        ])
+        ]
     }
 }
 

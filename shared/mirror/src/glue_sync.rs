@@ -19,6 +19,7 @@ use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, crash
 
 use crate::error::{Error, Result};
 use crate::fanout::GroupedBootstrap;
+use crate::settings::SyncSettings;
 use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
 use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome};
@@ -69,20 +70,7 @@ impl GlueSyncRequest {
     /// A sync of `table_uri` into Glue database `database` with every setting at its
     /// default: the newest version, named by folder, Iceberg v2, the default history.
     pub fn new(table_uri: impl Into<String>, database: impl Into<String>) -> Self {
-        Self {
-            table_uri: table_uri.into(),
-            database: database.into(),
-            table: None,
-            metadata_uri: None,
-            to_version: None,
-            known_version: None,
-            format_version: iceberg::spec::FormatVersion::V2,
-            on_missing_source: OnMissingSource::Keep,
-            allowed_databases: None,
-            name_from: NameFrom::Folder,
-            bootstrap_group_files: crate::fanout::BOOTSTRAP_GROUP_FILES,
-            history: HistoryPolicy::default(),
-        }
+        SyncSettings::default().request(table_uri.into(), database.into())
     }
 }
 

@@ -112,13 +112,18 @@ impl SyncSettings {
     /// The sync of `table_uri` into Glue database `database` under these settings.
     pub fn request(&self, table_uri: String, database: String) -> GlueSyncRequest {
         GlueSyncRequest {
+            table_uri,
+            database,
+            table: None,
+            metadata_uri: None,
+            to_version: None,
+            known_version: None,
             format_version: self.format_version,
             on_missing_source: self.on_missing_source,
             allowed_databases: self.allowed_databases.clone(),
             name_from: self.name_from,
             bootstrap_group_files: self.bootstrap_group_files,
             history: self.history,
-            ..GlueSyncRequest::new(table_uri, database)
         }
     }
 }

@@ -362,9 +362,7 @@ impl TableState {
                     ]
                 })
                 .collect();
-            let replaced = std::mem::take(&mut self.totals);
-            changed.replaced = replaced.data;
-            changed.replaced_deletes = replaced.deletes;
+            changed.replacing(std::mem::take(&mut self.totals));
         } else if self.totals.data.files as usize + plan.added.len()
             > self.bucket_count as usize * FILES_PER_BUCKET * 2
         {
@@ -542,13 +540,11 @@ impl TableState {
         self.bucket_count = buckets;
         self.manifests.clear();
         self.loaded.clear();
-        let replaced = std::mem::take(&mut self.totals);
         let mut changed = Changed {
-            replaced: replaced.data,
-            replaced_deletes: replaced.deletes,
             manifests_written: manifests.len(),
             ..Changed::default()
         };
+        changed.replacing(std::mem::take(&mut self.totals));
         for mut manifest in manifests {
             let content = match manifest.content {
                 ManifestContentType::Deletes => Content::Deletes,

@@ -96,6 +96,12 @@ pub(super) struct Changed {
 }
 
 impl Changed {
+    /// The previous snapshot, holding `totals`, leaves whole (a replace).
+    pub(super) fn replacing(&mut self, totals: Totals) {
+        self.replaced = totals.data;
+        self.replaced_deletes = totals.deletes;
+    }
+
     /// Data files that left the table, however they left.
     pub(super) fn removed(&self) -> Counts {
         self.replaced + self.deleted
