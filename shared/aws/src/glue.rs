@@ -104,7 +104,11 @@ impl Catalog for GlueCatalog {
         }
     }
 
-    async fn commit_table(&self, commit: CatalogCommit<'_>, counters: &IoCounters) -> Result<()> {
+    async fn commit_table(
+        &self,
+        commit: CatalogCommit<'_>,
+        counters: &IoCounters,
+    ) -> Result<Option<String>> {
         let input = TableInput::builder()
             .name(commit.name)
             .table_type("EXTERNAL_TABLE")
@@ -128,7 +132,7 @@ impl Catalog for GlueCatalog {
                 .send()
                 .await
             {
-                Ok(_) => Ok(()),
+                Ok(_) => Ok(None),
                 Err(err)
                     if err
                         .as_service_error()
@@ -156,7 +160,7 @@ impl Catalog for GlueCatalog {
             request = request.version_id(version);
         }
         match request.send().await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(None),
             // Changed since it was read, or dropped (the sync reads again and finds no table).
             Err(err)
                 if err.as_service_error().is_some_and(|e| {

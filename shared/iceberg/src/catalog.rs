@@ -51,6 +51,9 @@ pub struct CatalogCommit<'a> {
     pub name: &'a str,
     /// The entry read before the commit; None: the table is created.
     pub read: Option<&'a CatalogEntry>,
+    /// The metadata the entry read pointed at, when it could be read: what a catalog that
+    /// takes changes rather than a location (REST) turns into `metadata`.
+    pub previous: Option<&'a TableMetadata>,
     /// The entry's parameters after the commit.
     pub parameters: HashMap<String, String>,
     /// The metadata the new `metadata_location` holds (Glue shows its columns).
@@ -71,8 +74,14 @@ pub trait Catalog: Send + Sync + std::fmt::Debug {
     /// Creates the table or swaps its entry, failing with [`Error::CommitConflict`] when
     /// another writer created, changed or dropped it since it was read, and with
     /// [`Error::NoSuchDatabase`] when a table is created in a database that does not exist.
-    /// `tests/catalog_contract.rs` holds every catalog to this.
-    async fn commit_table(&self, commit: CatalogCommit<'_>, counters: &IoCounters) -> Result<()>;
+    /// `tests/catalog_contract.rs` holds every catalog to this. Some(location) when the
+    /// catalog wrote the new metadata file itself (a REST catalog), at `location`; None when
+    /// the entry now names the commit's own `metadata_location`.
+    async fn commit_table(
+        &self,
+        commit: CatalogCommit<'_>,
+        counters: &IoCounters,
+    ) -> Result<Option<String>>;
 
     /// Deletes `database.name`; one already gone is fine.
     async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()>;
@@ -182,13 +191,14 @@ impl Lakehouse {
     }
 
     /// Makes `staged` the current metadata of the table, if nobody changed the table since
-    /// `read`. A lost race is [`Error::CommitConflict`].
+    /// `read`. A lost race is [`Error::CommitConflict`]. The metadata file the table now
+    /// points at: `staged`'s, or one the catalog wrote with the same content (REST).
     pub async fn commit(
         &self,
         read: &CatalogTable,
         staged: &CommittedTable,
         counters: &IoCounters,
-    ) -> Result<()> {
+    ) -> Result<String> {
         let mut parameters = read
             .entry
             .as_ref()
@@ -211,10 +221,12 @@ impl Lakehouse {
             database: &read.database,
             name: &read.name,
             read: read.entry.as_ref(),
+            previous: read.current.as_ref().map(|c| &c.metadata),
             parameters,
             metadata: &staged.metadata,
         };
-        self.catalog.commit_table(commit, counters).await
+        let written = self.catalog.commit_table(commit, counters).await?;
+        Ok(written.unwrap_or_else(|| staged.metadata_location.clone()))
     }
 
     /// Deletes the table `read` found (a mirror whose Delta table is gone). The Iceberg
@@ -296,7 +308,11 @@ impl Catalog for InMemoryCatalog {
             }))
     }
 
-    async fn commit_table(&self, commit: CatalogCommit<'_>, counters: &IoCounters) -> Result<()> {
+    async fn commit_table(
+        &self,
+        commit: CatalogCommit<'_>,
+        counters: &IoCounters,
+    ) -> Result<Option<String>> {
         counters.request(0, 0);
         if !self
             .databases
@@ -333,7 +349,7 @@ impl Catalog for InMemoryCatalog {
             }
             (None, None) => {
                 tables.insert(key, (commit.parameters, 0));
-                Ok(())
+                Ok(None)
             }
             // Dropped since it was read: as lost a race as a change (Glue answers
             // EntityNotFound); the sync reads again and finds no table.
@@ -344,7 +360,7 @@ impl Catalog for InMemoryCatalog {
                 }
                 *parameters = commit.parameters;
                 *version += 1;
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -420,6 +436,7 @@ mod tests {
             database: "db",
             name: "t",
             read,
+            previous: None,
             parameters: HashMap::from([
                 ("table_type".to_string(), "ICEBERG".to_string()),
                 ("metadata_location".to_string(), location.to_string()),

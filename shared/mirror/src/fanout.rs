@@ -226,14 +226,14 @@ pub async fn finish(
                 plan.delta_version
             ));
         } else {
-            match lake.commit(&read, &staged.table, &counters).await {
-                Ok(()) => {}
+            let location = match lake.commit(&read, &staged.table, &counters).await {
+                Ok(location) => location,
                 Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
                     tracing::warn!(%table, attempt, "another writer committed first; loading the table again");
                     continue;
                 }
                 Err(e) => return Err(e.into()),
-            }
+            };
             report.action = match current {
                 Some(_) => SyncAction::Rebuilt,
                 None => SyncAction::Created,
@@ -243,7 +243,7 @@ pub async fn finish(
             report.snapshot_id = Some(plan.snapshot_id);
             report.snapshots_committed = staged.snapshots.len();
             report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
-            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.metadata_location = Some(location);
             report.omitted_columns = staged.table.omitted_columns();
             report.snapshots = staged.snapshots.clone();
         }

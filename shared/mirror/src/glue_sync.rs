@@ -345,8 +345,11 @@ pub async fn glue_sync(
                 None => writer.stage(base, plans).await?,
             };
             crash::point("glue-before-commit");
-            match lake.commit(&read, &staged.table, &counters).await {
-                Ok(()) => crash::point("glue-after-commit"),
+            let location = match lake.commit(&read, &staged.table, &counters).await {
+                Ok(location) => {
+                    crash::point("glue-after-commit");
+                    location
+                }
                 Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
                     let pause = backoff(attempt);
                     tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
@@ -354,8 +357,13 @@ pub async fn glue_sync(
                     continue;
                 }
                 Err(e) => return Err(e.into()),
+            };
+            let mut removed_files = staged.removed_files.clone();
+            // A catalog that wrote the metadata itself (REST) never points at the staged file.
+            if location != staged.table.metadata_location {
+                removed_files.push(staged.table.metadata_location.clone());
             }
-            writer.delete_expired(&staged.removed_files).await;
+            writer.delete_expired(&removed_files).await;
             report.expired_snapshots = staged.expired_snapshots.len();
             report.thinned_snapshots = staged.thinned_snapshots.len();
             report.snapshots_committed = staged.snapshots.len();
@@ -363,7 +371,7 @@ pub async fn glue_sync(
             report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
             report.delta_version = staged.snapshots.last().map(|s| s.delta_version);
             report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
-            report.metadata_location = Some(staged.table.metadata_location.clone());
+            report.metadata_location = Some(location);
             report.omitted_columns = staged.table.omitted_columns();
             if !report.omitted_columns.is_empty() {
                 tracing::warn!(table = %read.full_name(), columns = ?report.omitted_columns, "columns left out of the Iceberg schema: Java Iceberg cannot read them (see lakemirror.omitted-columns)");
