@@ -38,6 +38,7 @@ impl Subject for Memory {
             database,
             name,
             read: None,
+            previous: None,
             parameters: HashMap::from([("table_type".into(), "HIVE".into())]),
             metadata: &metadata,
         };
@@ -187,13 +188,17 @@ impl<'a> Table<'a> {
             database: self.database,
             name: self.name,
             read,
+            previous: None,
             parameters: HashMap::from([
                 ("table_type".to_string(), "ICEBERG".to_string()),
                 ("metadata_location".to_string(), location.to_string()),
             ]),
             metadata: &self.metadata,
         };
-        self.catalog.commit_table(commit, &self.counters).await
+        self.catalog
+            .commit_table(commit, &self.counters)
+            .await
+            .map(|_| ())
     }
 
     async fn location(&self) -> Option<String> {
@@ -335,4 +340,305 @@ async fn glue_on_moto_keeps_the_contract() {
         return;
     };
     contract(&Glue::start(&python).await).await;
+}
+
+/// An Iceberg REST catalog: rustberg on loopback, started for the test (its binary from
+/// `LAKEMIRROR_RUSTBERG`, which `tests/run.sh` installs with tests/rig/rustberg.sh) and killed
+/// with it. A REST catalog takes metadata, not locations: a new table is registered from a
+/// metadata file, and every later commit is the difference to the table's current metadata,
+/// written by the server. So its cases write real metadata files and compare snapshots.
+struct Rustberg {
+    child: Child,
+    url: String,
+    key: String,
+    warehouse: std::path::PathBuf,
+}
+
+impl Drop for Rustberg {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(self.warehouse.parent().unwrap());
+    }
+}
+
+impl Rustberg {
+    fn start(binary: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lakemirror-rustberg-{}", std::process::id()));
+        let warehouse = dir.join("lake");
+        std::fs::create_dir_all(&warehouse).unwrap();
+        std::fs::create_dir_all(dir.join("catalog")).unwrap();
+        let config = dir.join("rustberg.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server.auth]\napi_key_enabled = true\n[[server.auth.api_keys]]\nname = \"contract\"\ntenant = \"default\"\nroles = [\"admin\"]\nkey_env = \"RUSTBERG_KEY_CONTRACT\"\n[storage]\ncatalog_url = \"file://{}\"\nwarehouse_location = \"file://{}\"\nlocation_scope = \"warehouse\"\n[rate_limit]\nenabled = false\n[audit]\nsink = \"none\"\n",
+                dir.join("catalog").display(),
+                warehouse.display()
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let key = "rb_contract_key_0123456789".to_string();
+        let mut child = Command::new(binary)
+            .args(["--dev", "--insecure-http", "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .arg("--config")
+            .arg(&config)
+            .env("RUSTBERG_KEY_CONTRACT", &key)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rustberg from LAKEMIRROR_RUSTBERG");
+        // It logs (at warn, on stderr) once its listener is bound.
+        let mut log = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if log.read_line(&mut line).unwrap() == 0 {
+                panic!("rustberg exited before it listened: {seen}");
+            }
+            seen.push_str(&line);
+            if line.contains("Server starting at http://") {
+                break;
+            }
+        }
+        // Keep draining its output so that it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while log.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        });
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            key,
+            warehouse,
+        }
+    }
+
+    fn catalog(&self) -> lakemirror_rest::RestCatalog {
+        let settings = lakemirror_rest::RestCatalogSettings::from_settings(&|name| match name {
+            "REST_CATALOG_URI" => Some(self.url.clone()),
+            "REST_CATALOG_TOKEN" => Some(self.key.clone()),
+            _ => None,
+        })
+        .unwrap()
+        .unwrap();
+        lakemirror_rest::RestCatalog::new(&settings, None).unwrap()
+    }
+
+    async fn create_namespace(&self, name: &str) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/namespaces", self.url))
+            .bearer_auth(&self.key)
+            .json(&serde_json::json!({"namespace": [name], "properties": {}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{:?}",
+            response.text().await
+        );
+    }
+
+    /// A metadata file of table `name` in namespace `ns` with `snapshots` (ids, in order),
+    /// written where lakemirror writes its own; its location and content.
+    fn metadata_file(&self, ns: &str, name: &str, snapshots: &[i64]) -> (String, TableMetadata) {
+        let table = self.warehouse.join(ns).join(name);
+        let folder = table.join("_lakemirror/iceberg/metadata");
+        std::fs::create_dir_all(&folder).unwrap();
+        let mut json = serde_json::to_value(metadata()).unwrap();
+        json["location"] = format!("file://{}", table.display()).into();
+        json["table-uuid"] = format!(
+            "8e1a0f9c-0000-4000-8000-{:012}",
+            ns.len() * 1000 + name.len()
+        )
+        .into();
+        let list: Vec<serde_json::Value> = snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                serde_json::json!({
+                    "snapshot-id": id, "sequence-number": i + 1, "timestamp-ms": 1_700_000_000_000i64 + i as i64,
+                    "manifest-list": format!("file://{}/snap-{id}.avro", folder.display()),
+                    "summary": {"operation": "append"}, "schema-id": 0,
+                    "parent-snapshot-id": if i == 0 { serde_json::Value::Null } else { snapshots[i - 1].into() },
+                })
+            })
+            .collect();
+        if let Some(last) = snapshots.last() {
+            json["snapshots"] = list.into();
+            json["current-snapshot-id"] = (*last).into();
+            json["last-sequence-number"] = snapshots.len().into();
+            json["last-updated-ms"] = (1_700_000_000_000i64 + snapshots.len() as i64).into();
+            json["refs"] = serde_json::json!({"main": {"snapshot-id": last, "type": "branch"}});
+        }
+        let metadata: TableMetadata = serde_json::from_value(json).unwrap();
+        let path = folder.join(format!(
+            "{:05}-{}.metadata.json",
+            snapshots.len(),
+            snapshots.len()
+        ));
+        std::fs::write(&path, serde_json::to_vec(&metadata).unwrap()).unwrap();
+        (format!("file://{}", path.display()), metadata)
+    }
+}
+
+/// A commit to `ns.name` as the sync makes one.
+async fn rest_commit(
+    catalog: &dyn Catalog,
+    ns: &str,
+    name: &str,
+    read: Option<&CatalogEntry>,
+    previous: Option<&TableMetadata>,
+    (location, metadata): &(String, TableMetadata),
+) -> Result<Option<String>, Error> {
+    let commit = CatalogCommit {
+        database: ns,
+        name,
+        read,
+        previous,
+        parameters: HashMap::from([
+            ("table_type".to_string(), "ICEBERG".to_string()),
+            ("metadata_location".to_string(), location.clone()),
+        ]),
+        metadata,
+    };
+    catalog.commit_table(commit, &IoCounters::default()).await
+}
+
+/// The current snapshot of the table the catalog points at, read from its metadata file.
+async fn current_snapshot(catalog: &dyn Catalog, ns: &str, name: &str) -> Option<i64> {
+    let entry = catalog
+        .get_table(ns, name, &IoCounters::default())
+        .await
+        .unwrap()?;
+    let location = entry.metadata_location().unwrap().to_string();
+    let bytes = std::fs::read(location.strip_prefix("file://").unwrap()).unwrap();
+    let metadata: TableMetadata = serde_json::from_slice(&bytes).unwrap();
+    metadata.current_snapshot_id()
+}
+
+#[tokio::test]
+async fn a_rest_catalog_on_rustberg_keeps_the_contract() {
+    let Some(binary) = std::env::var("LAKEMIRROR_RUSTBERG").ok() else {
+        eprintln!(
+            "a_rest_catalog_on_rustberg_keeps_the_contract not run: set LAKEMIRROR_RUSTBERG to a rustberg binary (tests/run.sh does, from tests/rig/rustberg.sh)"
+        );
+        return;
+    };
+    let server = Rustberg::start(&binary);
+    let catalog = server.catalog();
+    let counters = IoCounters::default();
+
+    // A stale commit loses the race (409), and the table keeps the winner's snapshot.
+    server.create_namespace("stale").await;
+    let first = server.metadata_file("stale", "t", &[]);
+    let registered = rest_commit(&catalog, "stale", "t", None, None, &first)
+        .await
+        .unwrap();
+    assert_eq!(
+        registered.as_deref(),
+        Some(first.0.as_str()),
+        "registered as written"
+    );
+    let read = catalog
+        .get_table("stale", "t", &counters)
+        .await
+        .unwrap()
+        .unwrap();
+    let winner = server.metadata_file("stale", "t", &[11]);
+    let written = rest_commit(&catalog, "stale", "t", Some(&read), Some(&first.1), &winner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        written, winner.0,
+        "the server wrote the metadata file itself"
+    );
+    assert_eq!(current_snapshot(&catalog, "stale", "t").await, Some(11));
+    let loser = server.metadata_file("stale", "t", &[12]);
+    let stale = rest_commit(&catalog, "stale", "t", Some(&read), Some(&first.1), &loser)
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, Error::CommitConflict(_)), "{stale}");
+    assert_eq!(current_snapshot(&catalog, "stale", "t").await, Some(11));
+
+    // Created twice: the second is a lost race.
+    let twice = server.metadata_file("stale", "twice", &[]);
+    rest_commit(&catalog, "stale", "twice", None, None, &twice)
+        .await
+        .unwrap();
+    let again = rest_commit(&catalog, "stale", "twice", None, None, &twice)
+        .await
+        .unwrap_err();
+    assert!(matches!(again, Error::CommitConflict(_)), "{again}");
+
+    // A namespace that does not exist.
+    assert_eq!(
+        catalog
+            .get_table("no_such_database", "t", &counters)
+            .await
+            .unwrap(),
+        None
+    );
+    let missing = server.metadata_file("no_such_database", "t", &[]);
+    let create = rest_commit(&catalog, "no_such_database", "t", None, None, &missing)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&create, Error::NoSuchDatabase(d) if d == "no_such_database"),
+        "{create}"
+    );
+    let list = catalog
+        .iceberg_tables("no_such_database", &counters)
+        .await
+        .unwrap_err();
+    assert!(matches!(list, Error::NoSuchDatabase(_)), "{list}");
+
+    // Dropped during a commit: a lost race; dropping a table already gone is fine.
+    server.create_namespace("dropped").await;
+    let first = server.metadata_file("dropped", "t", &[]);
+    rest_commit(&catalog, "dropped", "t", None, None, &first)
+        .await
+        .unwrap();
+    let read = catalog
+        .get_table("dropped", "t", &counters)
+        .await
+        .unwrap()
+        .unwrap();
+    catalog.drop_table("dropped", "t", &counters).await.unwrap();
+    let next = server.metadata_file("dropped", "t", &[21]);
+    let lost = rest_commit(&catalog, "dropped", "t", Some(&read), Some(&first.1), &next)
+        .await
+        .unwrap_err();
+    assert!(matches!(lost, Error::CommitConflict(_)), "{lost}");
+    assert_eq!(
+        catalog.get_table("dropped", "t", &counters).await.unwrap(),
+        None
+    );
+    catalog.drop_table("dropped", "t", &counters).await.unwrap();
+
+    // Every table of a namespace is listed, by name, with its current metadata.
+    server.create_namespace("paged").await;
+    let names: Vec<String> = (0..30).map(|n| format!("t{n:03}")).collect();
+    for name in &names {
+        let file = server.metadata_file("paged", name, &[]);
+        rest_commit(&catalog, "paged", name, None, None, &file)
+            .await
+            .unwrap();
+    }
+    let listed = catalog.iceberg_tables("paged", &counters).await.unwrap();
+    let mut listed_names: Vec<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+    listed_names.sort();
+    assert_eq!(listed_names, names);
 }

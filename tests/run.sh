@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: sets up what the tests need on a fresh machine, then runs every test.
 #   Rust unit tests (planning, log replay, type mapping) and the end-to-end tests in tests/,
-#   which start their own moto S3/Glue, PostgreSQL and Unity Catalog server (uc-server) and
-#   judge with pyiceberg, DuckDB, Java Iceberg and delta-rs.
+#   which start their own moto S3/Glue, PostgreSQL, Unity Catalog server (uc-server) and
+#   Iceberg REST catalog (rustberg), and judge with pyiceberg, DuckDB, Java Iceberg and
+#   delta-rs.
 # Environment: LAKEMIRROR_DELTA_TABLES (default ../shared/delta-tables), LAKEMIRROR_JAVA_ICEBERG
 # (the Java Iceberg reader kit, default ../shared/tools/java-iceberg), CARGO_TARGET_DIR,
 # LAKEMIRROR_CACHE (where the Python venvs are kept, default ~/.cache/lakemirror).
@@ -47,9 +48,13 @@ LAKEMIRROR_JAVA_ICEBERG_VENV="$("$LAKEMIRROR_JAVA_ICEBERG/setup.sh" | tail -n 1)
 export LAKEMIRROR_JAVA_ICEBERG_VENV
 # A Unity Catalog REST server for the registration tests (built once, cached outside the clone).
 tests/rig/uc-server.sh >/dev/null
+# An Iceberg REST catalog server (rustberg) for the REST target's tests, the same way.
+LAKEMIRROR_RUSTBERG="$(tests/rig/rustberg.sh)"
+export LAKEMIRROR_RUSTBERG
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
 cargo build --workspace --bins
-# The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto.
+# The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto, and the
+# REST catalog on rustberg.
 export LAKEMIRROR_PYTHON="$venv/bin/python"
 cargo test --workspace
 export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"

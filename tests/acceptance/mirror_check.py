@@ -7,10 +7,10 @@ from deltalake import DeltaTable
 from rig import judge
 
 
-def files_of_current_snapshot(database, table) -> list[str]:
+def files_of_current_snapshot(database, table, catalog=None) -> list[str]:
     """Every live data file entry of the current snapshot, read from its manifests (a scan
     would skip files that hold no rows)."""
-    tbl = judge.glue_catalog().load_table((database, table))
+    tbl = (catalog or judge.glue_catalog()).load_table((database, table))
     snapshot = tbl.current_snapshot()
     if snapshot is None:
         return []
@@ -22,11 +22,12 @@ def files_of_current_snapshot(database, table) -> list[str]:
 
 
 def assert_mirrors(delta_uri, database, table, result, storage_options=None, version=None, expected_rows=None,
-                   java=None):
+                   java=None, catalog=None):
     """The Glue table at `result` equals the Delta table at `version` (newest when None).
 
     Judges: pyiceberg through Glue, DuckDB on the metadata file, and Java Iceberg when `java`
-    (the `java_iceberg` fixture) is given, which needs a local table. Columns the mirror left
+    (the `java_iceberg` fixture) is given, which needs a local table. `catalog`: the pyiceberg
+    catalog the table is in (Glue unless given). Columns the mirror left
     out for Java's sake (`lakemirror.omitted-columns`, also in the sync report) are left out
     of the comparison, nested ones from inside their structs."""
     delta = DeltaTable(delta_uri, storage_options=storage_options, version=version)
@@ -34,11 +35,12 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     want = expected_rows if expected_rows is not None else _delta_rows(delta, delta_uri, version, columns)
 
     assert result.json["delta_version"] == delta.version()
-    iceberg = judge.glue_catalog().load_table((database, table))
+    catalog = catalog or judge.glue_catalog()
+    iceberg = catalog.load_table((database, table))
     omitted = json.loads(iceberg.properties.get("lakemirror.omitted-columns", "[]"))
     assert result.json.get("omitted_columns", []) == omitted, "the report names the columns left out"
     want, columns = without_paths(want, columns, omitted)
-    got = judge.iceberg_rows_pyiceberg(database, table, columns=columns)
+    got = judge.iceberg_rows_pyiceberg(database, table, columns=columns, catalog=catalog)
     judge.assert_same_rows(_as_pyiceberg_reads_them(want, columns, delta.schema().fields), got)
     duckdb_columns = _columns_duckdb_can_read(delta, columns)
     got_duckdb = judge.iceberg_rows_duckdb(result.json["metadata_location"], columns=duckdb_columns)
@@ -46,7 +48,7 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     if java is not None:
         judge.assert_same_rows(want, java.rows(result.json["metadata_location"], columns=columns))
 
-    snapshots = judge.iceberg_snapshots(database, table)
+    snapshots = judge.iceberg_snapshots(database, table, catalog=catalog)
     assert snapshots[-1]["summary"]["delta.version"] == str(delta.version())
     versions = [int(s["summary"]["delta.version"]) for s in snapshots]
     assert versions == sorted(set(versions)), f"each Delta version in one snapshot, in order: {versions}"
@@ -54,7 +56,7 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     for snapshot in iceberg.metadata.snapshots:
         assert snapshot.schema_id in schema_ids, f"snapshot {snapshot.snapshot_id} names a schema the table lacks"
 
-    paths = files_of_current_snapshot(database, table)
+    paths = files_of_current_snapshot(database, table, catalog=catalog)
     assert len(paths) == len(set(paths)), "a data file is referenced twice"
     assert len(paths) == len(delta.file_uris()), "the mirror holds exactly Delta's active files"
     assert snapshots[-1]["summary"]["total-data-files"] == str(len(paths))

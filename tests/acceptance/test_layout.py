@@ -13,8 +13,8 @@ from conftest import REPO
 
 # Each workspace crate and the workspace crates it may depend on (directly; normal
 # dependencies). Down only: functions/cli -> mirror, aws, lakebase, unity; mirror, aws ->
-# iceberg, events; iceberg -> plan -> delta -> storage; events -> plan, storage. lakebase
-# reads Unity Catalog sources, a step sideways on the same floor.
+# iceberg, events; aws -> rest -> iceberg; iceberg -> plan -> delta -> storage; events ->
+# plan, storage. lakebase reads Unity Catalog sources, a step sideways on the same floor.
 ALLOWED = {
     "lakemirror-storage": set(),
     "lakemirror-delta": {"lakemirror-storage"},
@@ -23,7 +23,8 @@ ALLOWED = {
     "lakemirror-events": {"lakemirror-plan", "lakemirror-storage"},
     "lakemirror-mirror": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-plan", "lakemirror-delta",
                           "lakemirror-storage"},
-    "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-storage"},
+    "lakemirror-rest": {"lakemirror-iceberg", "lakemirror-storage"},
+    "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-rest", "lakemirror-storage"},
     "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "glue-sync": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
@@ -32,7 +33,7 @@ ALLOWED = {
                       "lakemirror-storage"},
     "unity-register": {"lakemirror-aws", "lakemirror-events", "lakemirror-unity", "lakemirror-storage"},
     "lakemirror-cli": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
-                       "lakemirror-lakebase", "lakemirror-unity", "lakemirror-plan", "lakemirror-delta",
+                       "lakemirror-rest", "lakemirror-lakebase", "lakemirror-unity", "lakemirror-plan", "lakemirror-delta",
                        "lakemirror-storage", "glue-sync", "lakebase-sync", "unity-register"},
     "lakemirror-tests": set(),
 }
@@ -40,12 +41,13 @@ ALLOWED = {
 # speaking to AWS, does not pull it in (issue 33).
 WITHOUT_THE_MIRROR = {"lakemirror-events": {"lakemirror-iceberg", "lakemirror-mirror"},
                       "lakemirror-aws": {"lakemirror-mirror"},
+                      "lakemirror-rest": {"lakemirror-mirror"},
                       "lakebase-sync": {"lakemirror-mirror"},
                       "unity-register": {"lakemirror-mirror"}}
 # What a pure planner may not depend on directly: anything that does IO or runs tasks.
 NOT_IN_PLAN = {"tokio", "futures", "object_store", "bytes", "reqwest", "async-trait", "tokio-postgres"}
 CLI_ONLY = {"clap"}  # tracing-subscriber comes with lambda_runtime
-LIBRARIES = ("storage", "delta", "plan", "iceberg", "events", "mirror", "aws", "lakebase", "unity")
+LIBRARIES = ("storage", "delta", "plan", "iceberg", "events", "mirror", "rest", "aws", "lakebase", "unity")
 
 
 @cache

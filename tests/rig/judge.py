@@ -85,9 +85,10 @@ def glue_catalog():
     )
 
 
-def iceberg_rows_pyiceberg(database, table, snapshot_id=None, columns=None) -> list[tuple]:
-    """Rows as a user of the Glue catalog would see them (current or given snapshot)."""
-    tbl = glue_catalog().load_table((database, table))
+def iceberg_rows_pyiceberg(database, table, snapshot_id=None, columns=None, catalog=None) -> list[tuple]:
+    """Rows as a user of the catalog (Glue unless given) would see them (current or given
+    snapshot)."""
+    tbl = (catalog or glue_catalog()).load_table((database, table))
     # Batch by batch: pyiceberg 0.12's to_arrow() cannot concatenate files whose Arrow
     # schema metadata differ in string encoding (delta-rs writes string_view in some
     # commits, large_string in others); the values are the same either way.
@@ -101,9 +102,9 @@ def iceberg_rows_duckdb(metadata_location, columns=None) -> list[tuple]:
     return _duckdb_rows(con, f"SELECT {_select_list(columns)} FROM iceberg_scan({_sql_str(metadata_location)})")
 
 
-def iceberg_snapshots(database, table) -> list[dict]:
+def iceberg_snapshots(database, table, catalog=None) -> list[dict]:
     """Snapshots in commit order: snapshot_id, parent_id, sequence_number, summary."""
-    tbl = glue_catalog().load_table((database, table))
+    tbl = (catalog or glue_catalog()).load_table((database, table))
     snaps = sorted(tbl.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
     return [
         {

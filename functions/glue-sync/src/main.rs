@@ -7,12 +7,13 @@
 //! | `GLUE_DATABASE` | Glue database that receives mirrored tables (required) |
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to mirror (default: all) |
 //! | `DEAD_LETTER_QUEUE_URL` | SQS queue for events that can never succeed (parked once, not retried) |
+//! | `REST_CATALOG_URI`, `REST_CATALOG_WAREHOUSE`, `REST_CATALOG_TOKEN`, `REST_CATALOG_CREDENTIAL`, `REST_CATALOG_OAUTH2_SERVER_URI`, `REST_CATALOG_SCOPE`, `REST_CATALOG_SIGNING_NAME`, `REST_CATALOG_SIGNING_REGION`, `REST_CATALOG_TOKEN_SECRET_ARN`, `REST_CATALOG_CREDENTIAL_SECRET_ARN` | mirror into an Iceberg REST catalog instead of Glue (see docs/rest-catalog.md) |
 //! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES`, `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR` | see README, "Configuration" |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 
 use std::sync::Arc;
 
-use lakemirror_aws::{DeadLetterQueue, GlueCatalog, config};
+use lakemirror_aws::{DeadLetterQueue, config};
 use lakemirror_events::DeadLetters;
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
@@ -29,7 +30,7 @@ async fn main() -> Result<(), Error> {
     let aws = config::load().await;
     let lake = Lakehouse {
         stores: config::object_stores(&aws, &setting),
-        catalog: Arc::new(GlueCatalog::new(&aws)),
+        catalog: config::catalog(&aws, &setting).await?,
     };
     let dead_letters = function_config
         .dead_letter_queue_url

@@ -14,16 +14,65 @@ use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use lakemirror_iceberg::LogLimits;
+use lakemirror_iceberg::catalog::Catalog;
+use lakemirror_rest::{AwsSigning, RestCatalog, RestCatalogSettings};
 use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{ObjectStores, S3Options};
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
+
+use crate::{GlueCatalog, SecretsManager};
+use lakemirror_storage::SecretSource;
 
 /// The process's AWS configuration, from the standard places: environment (`AWS_PROFILE`,
 /// `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and credentials files, SSO, web
 /// identity, container and instance metadata. Load it once per process.
 pub async fn load() -> aws_config::SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The catalog mirrors go to: the Iceberg REST catalog the `REST_CATALOG_*` settings name
+/// (signed with `config`'s credentials when they ask for SigV4), else Glue. A token or client
+/// credentials kept in Secrets Manager (`REST_CATALOG_TOKEN_SECRET_ARN`,
+/// `REST_CATALOG_CREDENTIAL_SECRET_ARN`: plain, or JSON with `token` / `credential`) are read
+/// here, once: a rotated secret takes effect at the next cold start.
+pub async fn catalog(
+    config: &aws_config::SdkConfig,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Catalog>, lakemirror_rest::Error> {
+    let given = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
+    let mut from_secrets = std::collections::HashMap::new();
+    for (arn_setting, field, name) in [
+        (
+            "REST_CATALOG_TOKEN_SECRET_ARN",
+            "token",
+            "REST_CATALOG_TOKEN",
+        ),
+        (
+            "REST_CATALOG_CREDENTIAL_SECRET_ARN",
+            "credential",
+            "REST_CATALOG_CREDENTIAL",
+        ),
+    ] {
+        if let Some(arn) = given(arn_setting) {
+            let what = format!("the REST catalog's {field} secret ({arn_setting})");
+            let value = SecretsManager::new(config)
+                .secret(&arn, field, &what)
+                .await
+                .map_err(|e| lakemirror_rest::Error::Auth(e.to_string()))?;
+            from_secrets.insert(name, value);
+        }
+    }
+    let merged = |name: &str| from_secrets.get(name).cloned().or_else(|| setting(name));
+    let Some(rest) = RestCatalogSettings::from_settings(&merged)? else {
+        return Ok(Arc::new(GlueCatalog::new(config)));
+    };
+    let signing = config.credentials_provider().map(|credentials| AwsSigning {
+        credentials,
+        region: config.region().map(|r| r.as_ref().to_string()),
+    });
+    tracing::info!(catalog = ?rest, "mirroring into an Iceberg REST catalog");
+    Ok(Arc::new(RestCatalog::new(&rest, signing)?))
 }
 
 /// The object stores of the process: S3 as `config` says (its credentials chain, region and

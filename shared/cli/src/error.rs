@@ -19,6 +19,8 @@ pub enum Error {
     Lakebase(#[from] lakemirror_lakebase::Error),
     #[error(transparent)]
     Unity(#[from] lakemirror_unity::Error),
+    #[error(transparent)]
+    Rest(#[from] lakemirror_rest::Error),
     /// A function's handler failed (`lakemirror invoke`).
     #[error("{0}")]
     Function(lambda_runtime::Error),
@@ -32,6 +34,9 @@ pub enum Error {
 impl Error {
     /// The flag that fixes this error, when one does.
     pub fn hint(&self) -> Option<&'static str> {
+        if let Error::Rest(lakemirror_rest::Error::Setting { name, .. }) = self {
+            return flag_of(name);
+        }
         let mirror = match self {
             Error::Mirror(e) => Some(e),
             Error::Function(e) => e.downcast_ref::<lakemirror_mirror::Error>(),
@@ -122,6 +127,14 @@ pub(crate) fn flag_of(name: &str) -> Option<&'static str> {
         "BOOTSTRAP_GROUP_FILES" => "--bootstrap-group-files",
         "HISTORY_RECENT_VERSIONS" => "--history-recent-versions",
         "HISTORY_HOURLY_FOR" => "--history-hourly-for",
+        "REST_CATALOG_URI" => "--rest-catalog-uri",
+        "REST_CATALOG_WAREHOUSE" => "--rest-catalog-warehouse",
+        "REST_CATALOG_TOKEN" => "--rest-catalog-token",
+        "REST_CATALOG_CREDENTIAL" => "--rest-catalog-credential",
+        "REST_CATALOG_OAUTH2_SERVER_URI" => "--rest-catalog-oauth2-server-uri",
+        "REST_CATALOG_SCOPE" => "--rest-catalog-scope",
+        "REST_CATALOG_SIGNING_NAME" => "--rest-catalog-signing-name",
+        "REST_CATALOG_SIGNING_REGION" => "--rest-catalog-signing-region",
         _ => return None,
     })
 }

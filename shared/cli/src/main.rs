@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use lakemirror_aws::{GlueCatalog, config};
+use lakemirror_aws::config;
 use lakemirror_iceberg::Lakehouse;
+use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_storage::{ObjectStores, crash};
 
 mod error;
@@ -48,6 +49,70 @@ struct Cli {
     /// groups, instead of running out of memory [default: this machine's memory].
     #[arg(long, global = true, env = "MEMORY_SIZE")]
     memory_size: Option<u64>,
+    #[command(flatten)]
+    rest: RestArgs,
+}
+
+/// The Iceberg REST catalog that receives mirrors instead of Glue (glue-sync, verify,
+/// status, fan-out): its database is a namespace there. Unset: Glue.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Iceberg REST catalog (instead of Glue)")]
+struct RestArgs {
+    /// Mirror into this Iceberg REST catalog instead of Glue: its base URL without /v1
+    /// (https://glue.<region>.amazonaws.com/iceberg, a Polaris or Lakekeeper server, or
+    /// http://127.0.0.1:<port> for one on this machine).
+    #[arg(long, global = true, env = "REST_CATALOG_URI")]
+    rest_catalog_uri: Option<String>,
+    /// The warehouse sent to the catalog's /v1/config (Glue: the account id).
+    #[arg(long, global = true, env = "REST_CATALOG_WAREHOUSE")]
+    rest_catalog_warehouse: Option<String>,
+    /// A bearer token for the REST catalog.
+    #[arg(
+        long,
+        global = true,
+        env = "REST_CATALOG_TOKEN",
+        hide_env_values = true
+    )]
+    rest_catalog_token: Option<String>,
+    /// OAuth2 client credentials (client_id:client_secret), exchanged for a token that is
+    /// refreshed before it expires.
+    #[arg(
+        long,
+        global = true,
+        env = "REST_CATALOG_CREDENTIAL",
+        hide_env_values = true
+    )]
+    rest_catalog_credential: Option<String>,
+    /// The OAuth2 token endpoint [default: <uri>/v1/oauth/tokens].
+    #[arg(long, global = true, env = "REST_CATALOG_OAUTH2_SERVER_URI")]
+    rest_catalog_oauth2_server_uri: Option<String>,
+    /// The OAuth2 scope [default: catalog].
+    #[arg(long, global = true, env = "REST_CATALOG_SCOPE")]
+    rest_catalog_scope: Option<String>,
+    /// Sign requests with AWS SigV4 for this service (glue for Glue's Iceberg endpoint,
+    /// s3tables, execute-api), with the AWS credentials every other call uses.
+    #[arg(long, global = true, env = "REST_CATALOG_SIGNING_NAME")]
+    rest_catalog_signing_name: Option<String>,
+    /// The region SigV4 signs for [default: the AWS region].
+    #[arg(long, global = true, env = "REST_CATALOG_SIGNING_REGION")]
+    rest_catalog_signing_region: Option<String>,
+}
+
+impl RestArgs {
+    /// The flags by their settings' names, for the function's parser.
+    fn setting(&self, name: &str) -> Option<String> {
+        match name {
+            "REST_CATALOG_URI" => self.rest_catalog_uri.clone(),
+            "REST_CATALOG_WAREHOUSE" => self.rest_catalog_warehouse.clone(),
+            "REST_CATALOG_TOKEN" => self.rest_catalog_token.clone(),
+            "REST_CATALOG_CREDENTIAL" => self.rest_catalog_credential.clone(),
+            "REST_CATALOG_OAUTH2_SERVER_URI" => self.rest_catalog_oauth2_server_uri.clone(),
+            "REST_CATALOG_SCOPE" => self.rest_catalog_scope.clone(),
+            "REST_CATALOG_SIGNING_NAME" => self.rest_catalog_signing_name.clone(),
+            "REST_CATALOG_SIGNING_REGION" => self.rest_catalog_signing_region.clone(),
+            _ => None,
+        }
+    }
 }
 
 /// This machine's memory in MB (`MemTotal` of /proc/meminfo), when it says.
@@ -149,14 +214,16 @@ enum Command {
 pub struct Context {
     pub aws: lakemirror_aws::SdkConfig,
     pub stores: ObjectStores,
+    /// Glue, or the REST catalog the --rest-catalog-* flags name.
+    pub catalog: Arc<dyn Catalog>,
 }
 
 impl Context {
-    /// The stores and the Glue catalog.
+    /// The stores and the catalog.
     pub fn lake(&self) -> Lakehouse {
         Lakehouse {
             stores: self.stores.clone(),
-            catalog: Arc::new(GlueCatalog::new(&self.aws)),
+            catalog: self.catalog.clone(),
         }
     }
 }
@@ -183,10 +250,18 @@ async fn main() -> ExitCode {
         lakemirror_delta::LogLimits::for_memory_mb(mb).install();
     }
     let aws = config::load().await;
+    let catalog = match config::catalog(&aws, &|name| cli.rest.setting(name)).await {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            Error::from(e).print();
+            return ExitCode::FAILURE;
+        }
+    };
     let context = Context {
         stores: config::object_stores(&aws, &environment)
             .with_external_roots(cli.allowed_external_roots.clone()),
         aws,
+        catalog,
     };
     let outcome = match cli.command {
         Command::GlueSync(args) => return glue_sync::run(&context, args).await,

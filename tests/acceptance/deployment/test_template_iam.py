@@ -17,6 +17,8 @@ EXPECTED_ACTIONS = {
         "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
         "glue:GetTables",  # the scheduled verify lists the mirrors
         "glue:DeleteTable",  # only with OnMissingSource=drop
+        "glue:GetCatalog", "glue:GetDatabase",  # only with RestCatalogUri (Glue's Iceberg REST endpoint)
+        "secretsmanager:GetSecretValue",  # only with RestCatalog{Token,Credential}SecretArn
         "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
         "kms:Decrypt", "kms:GenerateDataKey",
         "logs:CreateLogStream", "logs:PutLogEvents",
@@ -166,7 +168,10 @@ def secret_statements(role_name):
 
 
 def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
-    assert secret_statements("GlueSyncRole") == {}
+    assert secret_statements("GlueSyncRole") == {
+        "ReadRestCatalogToken": ("HasRestCatalogTokenSecret", {"!Ref": "RestCatalogTokenSecretArn"}),
+        "ReadRestCatalogCredential": ("HasRestCatalogCredentialSecret", {"!Ref": "RestCatalogCredentialSecretArn"}),
+    }
     assert secret_statements("LakebaseSyncRole") == {
         "ReadPostgresPassword": ("HasLakebaseSecret", {"!Ref": "PostgresPasswordSecretArn"}),
         "ReadPostgresCa": ("HasLakebaseCaSecret", {"!Ref": "PostgresCaSecretArn"}),
@@ -179,7 +184,7 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
         s for name in ROLES for s in statements(template()["Resources"][name])
         if "secretsmanager:GetSecretValue" in as_list(s["Action"])
     ]
-    assert len(statements_with_secrets) == 4
+    assert len(statements_with_secrets) == 6
 
 
 def test_kms_is_used_only_through_s3():

@@ -1,0 +1,511 @@
+//! An Iceberg REST catalog as lakemirror's [`Catalog`]: a new mirror is registered (its first
+//! metadata file, written by lakemirror, keeps Delta's field IDs, which `createTable` would
+//! renumber); every later version is a commit of requirements and updates
+//! ([`crate::updates`]), and the server writes the metadata file. A failed requirement (409)
+//! is a lost race, as a changed Glue `VersionId` is.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use lakemirror_iceberg::Error;
+use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry, IcebergEntry};
+use lakemirror_storage::IoCounters;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::{Method, StatusCode};
+use tokio::sync::{Mutex, OnceCell};
+
+use crate::auth::Auth;
+use crate::config::{AuthSettings, RestCatalogSettings};
+use crate::updates::{NotAnUpdate, RestCommit, commits};
+
+type Result<T> = std::result::Result<T, Error>;
+
+/// Path segments keep only unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// An Iceberg REST catalog. A Glue database is a one-level namespace here.
+#[derive(Debug)]
+pub struct RestCatalog {
+    uri: String,
+    warehouse: Option<String>,
+    auth: Auth,
+    http: reqwest::Client,
+    /// The base URL and prefix `/v1/config` gave, asked for on first use.
+    endpoint: OnceCell<String>,
+}
+
+/// Where a catalog's AWS credentials and region come from, for SigV4.
+pub struct AwsSigning {
+    pub credentials: aws_credential_types::provider::SharedCredentialsProvider,
+    pub region: Option<String>,
+}
+
+/// A server's answer.
+struct Answer {
+    status: StatusCode,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    /// The server's error message (`{"error": {"message", "type"}}`), or the body's start.
+    fn message(&self) -> String {
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.body).ok();
+        let error = parsed.as_ref().and_then(|v| v.get("error"));
+        match error {
+            Some(error) => format!(
+                "{} {}: {}",
+                self.status.as_u16(),
+                error
+                    .get("type")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("error"),
+                error.get("message").and_then(|m| m.as_str()).unwrap_or("")
+            ),
+            None => format!(
+                "{}: {}",
+                self.status.as_u16(),
+                String::from_utf8_lossy(&self.body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ),
+        }
+    }
+
+    fn error(&self, operation: &'static str) -> Error {
+        let status = self.status;
+        Error::Catalog {
+            operation,
+            message: self.message(),
+            retryable: status.is_server_error()
+                || status == StatusCode::TOO_MANY_REQUESTS
+                || status == StatusCode::REQUEST_TIMEOUT,
+        }
+    }
+
+    fn metadata_location(&self, operation: &'static str) -> Result<String> {
+        #[derive(serde::Deserialize)]
+        struct Loaded {
+            #[serde(rename = "metadata-location")]
+            metadata_location: Option<String>,
+        }
+        let loaded: Loaded = serde_json::from_slice(&self.body)?;
+        loaded.metadata_location.ok_or_else(|| Error::Catalog {
+            operation,
+            message: "the catalog's answer names no metadata-location".into(),
+            retryable: false,
+        })
+    }
+}
+
+impl RestCatalog {
+    /// A client for the catalog `settings` describe; `aws` signs requests when the settings
+    /// ask for SigV4. Nothing is sent until the first call.
+    pub fn new(
+        settings: &RestCatalogSettings,
+        aws: Option<AwsSigning>,
+    ) -> crate::error::Result<Self> {
+        use crate::error::Error as RestError;
+        let auth = match &settings.auth {
+            AuthSettings::None => Auth::None,
+            AuthSettings::Bearer(token) => Auth::Bearer(token.clone()),
+            AuthSettings::OAuth2 {
+                token_uri,
+                client_id,
+                client_secret,
+                scope,
+            } => Auth::OAuth2 {
+                token_uri: token_uri.clone(),
+                client_id: client_id.clone(),
+                client_secret: client_secret.clone(),
+                scope: scope.clone(),
+                token: Mutex::new(None),
+            },
+            AuthSettings::SigV4 { service, region } => {
+                let Some(aws) = aws else {
+                    return Err(RestError::Auth(
+                        "SigV4 needs the AWS configuration, which this entry point did not give"
+                            .into(),
+                    ));
+                };
+                let region = region.clone().or(aws.region).ok_or_else(|| {
+                    RestError::setting(
+                        "REST_CATALOG_SIGNING_REGION",
+                        "no region to sign for: set it, or AWS_REGION",
+                    )
+                })?;
+                Auth::SigV4 {
+                    region,
+                    service: service.clone(),
+                    credentials: aws.credentials,
+                }
+            }
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| RestError::Unreachable(format!("HTTPS cannot be set up ({e})")))?;
+        Ok(Self {
+            uri: settings.uri.clone(),
+            warehouse: settings.warehouse.clone(),
+            auth,
+            http,
+            endpoint: OnceCell::new(),
+        })
+    }
+
+    /// Sends a request, signing it in; an OAuth2 token the server refuses (401, or 419:
+    /// expired) is fetched again once.
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+        counters: &IoCounters,
+    ) -> Result<Answer> {
+        let mut retried = false;
+        loop {
+            let payload = body.clone().unwrap_or_default();
+            let headers = self
+                .auth
+                .headers(&self.http, method.as_str(), url, &payload)
+                .await?;
+            let mut request = self.http.request(method.clone(), url);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            if body.is_some() {
+                request = request
+                    .header("content-type", "application/json")
+                    .body(payload.clone());
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| crate::error::Error::Unreachable(format!("{method} {url}: {e}")))?;
+            let status = response.status();
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| crate::error::Error::Unreachable(format!("{method} {url}: {e}")))?;
+            counters.request(bytes.len(), payload.len());
+            let refused = status == StatusCode::UNAUTHORIZED || status.as_u16() == 419;
+            if refused && !retried && self.auth.refused().await {
+                retried = true;
+                continue;
+            }
+            return Ok(Answer {
+                status,
+                body: bytes.to_vec(),
+            });
+        }
+    }
+
+    /// `<uri>/v1/<prefix>/`, from the catalog's `/v1/config` (asked once).
+    async fn endpoint(&self, counters: &IoCounters) -> Result<&str> {
+        self.endpoint
+            .get_or_try_init(|| async {
+                let mut url = format!("{}/v1/config", self.uri);
+                if let Some(warehouse) = &self.warehouse {
+                    url.push_str(&format!(
+                        "?warehouse={}",
+                        utf8_percent_encode(warehouse, SEGMENT)
+                    ));
+                }
+                let answer = self.send(Method::GET, &url, None, counters).await?;
+                if !answer.status.is_success() {
+                    let mut error = answer.error("reading the REST catalog's /v1/config");
+                    if let Error::Catalog { message, .. } = &mut error {
+                        message.push_str(&format!(
+                            " (REST_CATALOG_URI {}, REST_CATALOG_WAREHOUSE {:?})",
+                            self.uri, self.warehouse
+                        ));
+                    }
+                    return Err(error);
+                }
+                let config: serde_json::Value = serde_json::from_slice(&answer.body)?;
+                let setting = |key: &str| {
+                    ["overrides", "defaults"]
+                        .iter()
+                        .find_map(|part| config.get(part)?.get(key)?.as_str())
+                        .map(str::to_string)
+                };
+                let base = setting("uri")
+                    .map(|u| u.trim_end_matches('/').to_string())
+                    .unwrap_or_else(|| self.uri.clone());
+                Ok(match setting("prefix").filter(|p| !p.is_empty()) {
+                    Some(prefix) => format!("{base}/v1/{}/", prefix.trim_matches('/')),
+                    None => format!("{base}/v1/"),
+                })
+            })
+            .await
+            .map(String::as_str)
+    }
+
+    async fn namespace_url(&self, database: &str, counters: &IoCounters) -> Result<String> {
+        Ok(format!(
+            "{}namespaces/{}",
+            self.endpoint(counters).await?,
+            utf8_percent_encode(database, SEGMENT)
+        ))
+    }
+
+    async fn table_url(&self, database: &str, name: &str, counters: &IoCounters) -> Result<String> {
+        Ok(format!(
+            "{}/tables/{}",
+            self.namespace_url(database, counters).await?,
+            utf8_percent_encode(name, SEGMENT)
+        ))
+    }
+
+    /// The table's current metadata location, None when there is no such table.
+    async fn load(
+        &self,
+        database: &str,
+        name: &str,
+        counters: &IoCounters,
+    ) -> Result<Option<String>> {
+        let url = self.table_url(database, name, counters).await?;
+        let answer = self.send(Method::GET, &url, None, counters).await?;
+        match answer.status {
+            StatusCode::NOT_FOUND => Ok(None),
+            s if s.is_success() => answer
+                .metadata_location("loading a REST catalog table")
+                .map(Some),
+            _ => Err(answer.error("loading a REST catalog table")),
+        }
+    }
+
+    /// Registers `metadata_location` as the new table `database.name`.
+    async fn register(
+        &self,
+        commit: &CatalogCommit<'_>,
+        location: &str,
+        counters: &IoCounters,
+    ) -> Result<String> {
+        let url = format!(
+            "{}/register",
+            self.namespace_url(commit.database, counters).await?
+        );
+        let body = serde_json::to_vec(&serde_json::json!({
+            "name": commit.name,
+            "metadata-location": location,
+        }))?;
+        let answer = self.send(Method::POST, &url, Some(body), counters).await?;
+        match answer.status {
+            StatusCode::CONFLICT => Err(Error::CommitConflict(full(commit))),
+            StatusCode::NOT_FOUND => Err(Error::NoSuchDatabase(commit.database.to_string())),
+            s if s.is_success() => answer.metadata_location("registering a REST catalog table"),
+            _ => Err(answer.error("registering a REST catalog table")),
+        }
+    }
+
+    /// Sends one commit; the metadata location the server wrote.
+    async fn send_commit(
+        &self,
+        commit: &CatalogCommit<'_>,
+        rest: &RestCommit,
+        counters: &IoCounters,
+    ) -> Result<String> {
+        let url = self
+            .table_url(commit.database, commit.name, counters)
+            .await?;
+        let body = serde_json::to_vec(rest)?;
+        let answer = match self.send(Method::POST, &url, Some(body), counters).await {
+            Ok(answer) => answer,
+            // Sent, maybe applied: the server says which below.
+            Err(e) if e.is_retryable() => Answer {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                body: e.to_string().into_bytes(),
+            },
+            Err(e) => return Err(e),
+        };
+        match answer.status {
+            // A requirement failed (someone else committed), or the table is gone since it
+            // was read: a lost race; the sync reads again.
+            StatusCode::CONFLICT | StatusCode::NOT_FOUND => {
+                Err(Error::CommitConflict(full(commit)))
+            }
+            s if s.is_success() => answer.metadata_location("committing to a REST catalog table"),
+            s if s.is_server_error() => self.settle_unknown(commit, rest, &answer, counters).await,
+            _ => Err(answer.error("committing to a REST catalog table")),
+        }
+    }
+
+    /// A commit whose outcome is unknown (5xx, no answer): it happened if `main` is now the
+    /// snapshot it added; else nothing happened and the sync reads again.
+    async fn settle_unknown(
+        &self,
+        commit: &CatalogCommit<'_>,
+        rest: &RestCommit,
+        answer: &Answer,
+        counters: &IoCounters,
+    ) -> Result<String> {
+        let added = rest.updates.iter().rev().find_map(|u| match u {
+            iceberg::TableUpdate::AddSnapshot { snapshot } => Some(snapshot.snapshot_id()),
+            _ => None,
+        });
+        tracing::warn!(table = %full(commit), answer = %answer.message(), "the REST catalog's commit outcome is unknown; reading the table to settle it");
+        let url = self
+            .table_url(commit.database, commit.name, counters)
+            .await?;
+        let loaded = self.send(Method::GET, &url, None, counters).await?;
+        if !loaded.status.is_success() {
+            return Err(answer.error("committing to a REST catalog table"));
+        }
+        let table: serde_json::Value = serde_json::from_slice(&loaded.body)?;
+        let on_main = table
+            .get("metadata")
+            .and_then(|m| m.get("current-snapshot-id"))
+            .and_then(|id| id.as_i64());
+        match added {
+            Some(id) if on_main == Some(id) => {
+                loaded.metadata_location("committing to a REST catalog table")
+            }
+            Some(_) => Err(Error::CommitConflict(full(commit))),
+            None => Err(answer.error("committing to a REST catalog table")),
+        }
+    }
+
+    /// A table that cannot be updated into `commit`'s (its metadata is gone, or the mirror
+    /// was rebuilt as a new table): dropped and registered anew. Not atomic: a reader between
+    /// the two finds no table, and a crash between them leaves none (the next sync registers
+    /// it).
+    async fn replace(
+        &self,
+        commit: &CatalogCommit<'_>,
+        location: &str,
+        counters: &IoCounters,
+    ) -> Result<String> {
+        let read = commit.read.and_then(|r| r.version.clone());
+        if self.load(commit.database, commit.name, counters).await? != read {
+            return Err(Error::CommitConflict(full(commit)));
+        }
+        tracing::warn!(table = %full(commit), "the REST catalog table is dropped and registered again: a new table (UUID) cannot be committed onto it");
+        self.drop_table(commit.database, commit.name, counters)
+            .await?;
+        self.register(commit, location, counters).await
+    }
+}
+
+fn full(commit: &CatalogCommit<'_>) -> String {
+    format!("{}.{}", commit.database, commit.name)
+}
+
+#[async_trait::async_trait]
+impl Catalog for RestCatalog {
+    async fn get_table(
+        &self,
+        database: &str,
+        name: &str,
+        counters: &IoCounters,
+    ) -> Result<Option<CatalogEntry>> {
+        Ok(self
+            .load(database, name, counters)
+            .await?
+            .map(|location| CatalogEntry {
+                parameters: HashMap::from([
+                    ("table_type".to_string(), "ICEBERG".to_string()),
+                    ("metadata_location".to_string(), location.clone()),
+                ]),
+                version: Some(location),
+            }))
+    }
+
+    async fn commit_table(
+        &self,
+        commit: CatalogCommit<'_>,
+        counters: &IoCounters,
+    ) -> Result<Option<String>> {
+        let location = commit
+            .parameters
+            .get("metadata_location")
+            .cloned()
+            .ok_or_else(|| Error::Bug("a commit without a metadata location".into()))?;
+        let (Some(_), Some(previous)) = (commit.read, commit.previous) else {
+            return match commit.read {
+                None => self.register(&commit, &location, counters).await.map(Some),
+                Some(_) => self.replace(&commit, &location, counters).await.map(Some),
+            };
+        };
+        let planned = match commits(previous, commit.metadata) {
+            Ok(planned) => planned,
+            Err(NotAnUpdate::NewTable) => {
+                return self.replace(&commit, &location, counters).await.map(Some);
+            }
+        };
+        let mut current = commit.read.and_then(|r| r.version.clone());
+        for rest in &planned {
+            current = Some(self.send_commit(&commit, rest, counters).await?);
+        }
+        Ok(current)
+    }
+
+    async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()> {
+        let url = format!(
+            "{}?purgeRequested=false",
+            self.table_url(database, name, counters).await?
+        );
+        let answer = self.send(Method::DELETE, &url, None, counters).await?;
+        match answer.status {
+            StatusCode::NOT_FOUND => Ok(()),
+            s if s.is_success() => Ok(()),
+            _ => Err(answer.error("dropping a REST catalog table")),
+        }
+    }
+
+    async fn iceberg_tables(
+        &self,
+        database: &str,
+        counters: &IoCounters,
+    ) -> Result<Vec<IcebergEntry>> {
+        #[derive(serde::Deserialize)]
+        struct Identifier {
+            name: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            identifiers: Vec<Identifier>,
+            #[serde(rename = "next-page-token", default)]
+            next_page_token: Option<String>,
+        }
+        let base = format!("{}/tables", self.namespace_url(database, counters).await?);
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let url = match &token {
+                Some(t) => format!("{base}?pageToken={}", utf8_percent_encode(t, SEGMENT)),
+                None => base.clone(),
+            };
+            let answer = self.send(Method::GET, &url, None, counters).await?;
+            if answer.status == StatusCode::NOT_FOUND {
+                return Err(Error::NoSuchDatabase(database.to_string()));
+            }
+            if !answer.status.is_success() {
+                return Err(answer.error("listing a REST catalog namespace"));
+            }
+            let page: Page = serde_json::from_slice(&answer.body)?;
+            names.extend(page.identifiers.into_iter().map(|i| i.name));
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        let mut tables = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(metadata_location) = self.load(database, &name, counters).await? {
+                tables.push(IcebergEntry {
+                    name,
+                    metadata_location,
+                });
+            }
+        }
+        Ok(tables)
+    }
+}

@@ -1,0 +1,335 @@
+//! A mirror's new metadata as REST commits: the requirements and updates that turn the
+//! catalog's current metadata (`previous`) into the metadata the writer staged (`next`).
+//! Pure: no IO.
+//!
+//! The writer builds `next` on `previous` with iceberg's own builder, the code a REST server
+//! applies updates with, so the updates are a diff of the two: schemas, specs and snapshots
+//! that are new, snapshots that are gone, properties that changed. Each new snapshot is a
+//! commit of its own, asserting the one before it on `main`: the server keeps each in its
+//! snapshot log (a snapshot added and superseded in one commit is dropped from it, and with
+//! it `FOR TIMESTAMP AS OF` that version), and every step is a Delta version a reader may see.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::TableRequirement;
+use iceberg::TableUpdate;
+use iceberg::spec::{
+    MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, UnboundPartitionSpec,
+};
+
+/// One commit to the REST catalog: what must still hold, and what changes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RestCommit {
+    pub requirements: Vec<TableRequirement>,
+    pub updates: Vec<TableUpdate>,
+}
+
+/// Why `next` cannot be reached from `previous` by commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotAnUpdate {
+    /// `next` is another table (a rebuilt mirror): a new table UUID, which no update assigns
+    /// to an existing table.
+    NewTable,
+}
+
+/// The commits that turn `previous` into `next`, in order; empty when nothing changed.
+pub fn commits(
+    previous: &TableMetadata,
+    next: &TableMetadata,
+) -> Result<Vec<RestCommit>, NotAnUpdate> {
+    if previous.uuid() != next.uuid() {
+        return Err(NotAnUpdate::NewTable);
+    }
+    let mut first = Vec::new();
+    if next.format_version() > previous.format_version() {
+        first.push(TableUpdate::UpgradeFormatVersion {
+            format_version: next.format_version(),
+        });
+    }
+    let mut schemas: Vec<_> = next
+        .schemas_iter()
+        .filter(|s| previous.schema_by_id(s.schema_id()).is_none())
+        .collect();
+    schemas.sort_by_key(|s| s.schema_id());
+    first.extend(schemas.into_iter().map(|schema| TableUpdate::AddSchema {
+        schema: schema.as_ref().clone(),
+    }));
+    let mut specs: Vec<_> = next
+        .partition_specs_iter()
+        .filter(|s| previous.partition_spec_by_id(s.spec_id()).is_none())
+        .collect();
+    specs.sort_by_key(|s| s.spec_id());
+    first.extend(specs.into_iter().map(|spec| TableUpdate::AddSpec {
+        spec: UnboundPartitionSpec::from(spec.as_ref().clone()),
+    }));
+
+    let mut last = Vec::new();
+    if next.current_schema_id() != previous.current_schema_id() {
+        last.push(TableUpdate::SetCurrentSchema {
+            schema_id: next.current_schema_id(),
+        });
+    }
+    if next.default_partition_spec_id() != previous.default_partition_spec_id() {
+        last.push(TableUpdate::SetDefaultSpec {
+            spec_id: next.default_partition_spec_id(),
+        });
+    }
+    let kept: HashSet<i64> = next.snapshots().map(|s| s.snapshot_id()).collect();
+    let mut removed: Vec<i64> = previous
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| !kept.contains(id))
+        .collect();
+    removed.sort_unstable();
+    if !removed.is_empty() {
+        last.push(TableUpdate::RemoveSnapshots {
+            snapshot_ids: removed,
+        });
+    }
+    let changed: HashMap<String, String> = next
+        .properties()
+        .iter()
+        .filter(|(k, v)| previous.properties().get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !changed.is_empty() {
+        last.push(TableUpdate::SetProperties { updates: changed });
+    }
+    let mut dropped: Vec<String> = previous
+        .properties()
+        .keys()
+        .filter(|k| !next.properties().contains_key(*k))
+        .cloned()
+        .collect();
+    dropped.sort();
+    if !dropped.is_empty() {
+        last.push(TableUpdate::RemoveProperties { removals: dropped });
+    }
+    if next.location() != previous.location() {
+        last.push(TableUpdate::SetLocation {
+            location: next.location().to_string(),
+        });
+    }
+
+    let known: HashSet<i64> = previous.snapshots().map(|s| s.snapshot_id()).collect();
+    let mut added: Vec<_> = next
+        .snapshots()
+        .filter(|s| !known.contains(&s.snapshot_id()))
+        .collect();
+    added.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    // lakemirror's main branch keeps no retention settings of its own.
+    let main_reference = |snapshot_id| TableUpdate::SetSnapshotRef {
+        ref_name: MAIN_BRANCH.to_string(),
+        reference: SnapshotReference {
+            snapshot_id,
+            retention: SnapshotRetention::Branch {
+                min_snapshots_to_keep: None,
+                max_snapshot_age_ms: None,
+                max_ref_age_ms: None,
+            },
+        },
+    };
+    let mut on_main = previous.current_snapshot_id();
+    let mut commits = Vec::new();
+    let mut pending = first;
+    let count = added.len();
+    for (i, snapshot) in added.into_iter().enumerate() {
+        let mut updates = std::mem::take(&mut pending);
+        updates.push(TableUpdate::AddSnapshot {
+            snapshot: snapshot.as_ref().clone(),
+        });
+        updates.push(main_reference(snapshot.snapshot_id()));
+        if i + 1 == count {
+            updates.append(&mut last);
+        }
+        commits.push(RestCommit {
+            requirements: requirements(previous, on_main),
+            updates,
+        });
+        on_main = Some(snapshot.snapshot_id());
+    }
+    // No new snapshot: whatever else changed goes in one commit.
+    pending.append(&mut last);
+    if !pending.is_empty() {
+        commits.push(RestCommit {
+            requirements: requirements(previous, on_main),
+            updates: pending,
+        });
+    }
+    Ok(commits)
+}
+
+/// Every commit asserts the table (its UUID) and the snapshot `main` must still point at:
+/// the compare-and-swap of a REST catalog. Another writer's commit in between fails ours
+/// with 409, and the sync reads again.
+fn requirements(previous: &TableMetadata, on_main: Option<i64>) -> Vec<TableRequirement> {
+    vec![
+        TableRequirement::UuidMatch {
+            uuid: previous.uuid(),
+        },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN_BRANCH.to_string(),
+            snapshot_id: on_main,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::TableMetadataBuilder;
+
+    /// A metadata with `snapshots` (id, sequence number, timestamp) on main, and properties.
+    fn metadata(
+        snapshots: &[(i64, i64, i64)],
+        schemas: usize,
+        properties: &[(&str, &str)],
+    ) -> TableMetadata {
+        let schema = |id: usize| {
+            let fields: Vec<serde_json::Value> = (1..=id + 1)
+                .map(|f| serde_json::json!({"id": f, "name": format!("c{f}"), "required": false, "type": "long"}))
+                .collect();
+            serde_json::json!({"type": "struct", "schema-id": id, "fields": fields})
+        };
+        let snapshot_list: Vec<serde_json::Value> = snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, (id, seq, ts))| {
+                let mut s = serde_json::json!({
+                    "snapshot-id": id, "sequence-number": seq, "timestamp-ms": ts,
+                    "manifest-list": format!("file:///t/metadata/snap-{id}.avro"),
+                    "summary": {"operation": "append"}, "schema-id": 0,
+                });
+                if i > 0 {
+                    s["parent-snapshot-id"] = snapshots[i - 1].0.into();
+                }
+                s
+            })
+            .collect();
+        let last = snapshots.last();
+        let mut json = serde_json::json!({
+            "format-version": 2,
+            "table-uuid": "8e1a0f9c-0000-4000-8000-000000000000",
+            "location": "file:///t",
+            "last-sequence-number": last.map_or(0, |s| s.1),
+            "last-updated-ms": last.map_or(0, |s| s.2),
+            "last-column-id": schemas,
+            "current-schema-id": schemas - 1,
+            "schemas": (0..schemas).map(schema).collect::<Vec<_>>(),
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": properties.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect::<serde_json::Map<_, _>>(),
+            "snapshots": snapshot_list,
+            "snapshot-log": snapshots.iter().map(|(id, _, ts)| serde_json::json!({"snapshot-id": id, "timestamp-ms": ts})).collect::<Vec<_>>(),
+        });
+        if let Some((id, _, _)) = last {
+            json["current-snapshot-id"] = (*id).into();
+            json["refs"] = serde_json::json!({"main": {"snapshot-id": id, "type": "branch"}});
+        }
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// `previous` after the server applied `commits`, each checked against its requirements.
+    fn applied(previous: &TableMetadata, commits: Vec<RestCommit>) -> TableMetadata {
+        let mut current = previous.clone();
+        for commit in commits {
+            for requirement in &commit.requirements {
+                requirement.check(Some(&current)).unwrap();
+            }
+            let mut builder = TableMetadataBuilder::new_from_metadata(current, None);
+            for update in commit.updates {
+                builder = update.apply(builder).unwrap();
+            }
+            current = builder.build().unwrap().metadata;
+        }
+        current
+    }
+
+    #[test]
+    fn new_snapshots_are_one_commit_each_and_the_rest_rides_on_the_last() {
+        let previous = metadata(&[(1, 1, 1_000)], 1, &[("a", "1"), ("gone", "x")]);
+        let next = metadata(
+            &[(2, 2, 2_000), (3, 3, 3_000), (4, 4, 4_000)],
+            2,
+            &[("a", "2"), ("b", "3")],
+        );
+        let commits = commits(&previous, &next).unwrap();
+        assert_eq!(commits.len(), 3);
+        let on_main: Vec<_> = commits
+            .iter()
+            .map(|c| match &c.requirements[1] {
+                TableRequirement::RefSnapshotIdMatch { snapshot_id, .. } => *snapshot_id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(on_main, [Some(1), Some(2), Some(3)]);
+        assert!(matches!(
+            commits[0].updates[0],
+            TableUpdate::AddSchema { .. }
+        ));
+        let result = applied(&previous, commits);
+        let ids: Vec<i64> = result
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(ids, [2, 3, 4]);
+        assert_eq!(result.current_snapshot_id(), Some(4));
+        assert_eq!(result.current_schema_id(), 1);
+        assert_eq!(result.current_schema(), next.current_schema());
+        assert_eq!(result.properties(), next.properties());
+        // Each snapshot was committed on its own: the server's log holds every one kept.
+        let log: Vec<i64> = result.history().iter().map(|e| e.snapshot_id).collect();
+        assert_eq!(log, [2, 3, 4]);
+    }
+
+    #[test]
+    fn a_first_snapshot_asserts_main_is_absent_and_nothing_changed_is_no_commit() {
+        let empty = metadata(&[], 1, &[]);
+        let next = metadata(&[(7, 1, 1_000)], 1, &[]);
+        let commits = commits(&empty, &next).unwrap();
+        assert_eq!(
+            commits[0].requirements[1],
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: "main".into(),
+                snapshot_id: None
+            }
+        );
+        assert_eq!(applied(&empty, commits).current_snapshot_id(), Some(7));
+        assert_eq!(super::commits(&next, &next).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn properties_alone_are_one_commit_and_a_new_table_is_refused() {
+        let previous = metadata(&[(1, 1, 1_000)], 1, &[("a", "1")]);
+        let next = metadata(&[(1, 1, 1_000)], 1, &[("a", "2")]);
+        let commits = commits(&previous, &next).unwrap();
+        assert_eq!(commits.len(), 1);
+        assert_eq!(applied(&previous, commits).properties(), next.properties());
+        let mut json = serde_json::to_value(&next).unwrap();
+        json["table-uuid"] = "8e1a0f9c-0000-4000-8000-000000000001".into();
+        let rebuilt: TableMetadata = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            super::commits(&previous, &rebuilt),
+            Err(NotAnUpdate::NewTable)
+        );
+    }
+
+    #[test]
+    fn a_stale_commit_fails_its_requirement() {
+        let previous = metadata(&[(1, 1, 1_000)], 1, &[]);
+        let moved_on = metadata(&[(1, 1, 1_000), (9, 2, 2_000)], 1, &[]);
+        let next = metadata(&[(1, 1, 1_000), (2, 2, 2_000)], 1, &[]);
+        let commits = commits(&previous, &next).unwrap();
+        assert!(
+            commits[0]
+                .requirements
+                .iter()
+                .any(|r| r.check(Some(&moved_on)).is_err())
+        );
+    }
+}
