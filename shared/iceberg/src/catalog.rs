@@ -63,6 +63,11 @@ pub struct CatalogCommit<'a> {
 /// An Iceberg catalog. Every call counts its requests in `counters` (one sync's report).
 #[async_trait::async_trait]
 pub trait Catalog: Send + Sync + std::fmt::Debug {
+    /// What the catalog is called in messages ("Glue", "REST catalog").
+    fn kind(&self) -> &'static str {
+        "Glue"
+    }
+
     /// The entry of `database.name`, None when there is no such table.
     async fn get_table(
         &self,
@@ -144,9 +149,10 @@ impl Lakehouse {
             return Ok(table(None, None, None));
         };
         let full = format!("{database}.{name}");
+        let kind = self.catalog.kind();
         let Some(location) = entry.metadata_location().map(str::to_string) else {
             return Err(Error::CatalogState(format!(
-                "Glue table {full} exists but is not an Iceberg table lakemirror can continue; choose another Glue table name or delete it"
+                "{kind} table {full} exists but is not an Iceberg table lakemirror can continue; choose another table name or delete it"
             )));
         };
         // Only metadata in this table's own metadata folder is continued: a metadata file
@@ -160,7 +166,7 @@ impl Lakehouse {
                 .split_once("/_lakemirror/iceberg/metadata/")
                 .map_or("a table lakemirror did not create here", |(table, _)| table);
             return Err(Error::CatalogState(format!(
-                "Glue table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another Glue table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the Glue table; nothing was written"
+                "{kind} table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the {kind} table; nothing was written"
             )));
         }
         let bytes = match metadata_store.get_if_exists(&location).await? {
@@ -173,13 +179,13 @@ impl Lakehouse {
         };
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::CatalogState(format!(
-                "Glue table {full}: metadata {location} is not Iceberg table metadata ({e})"
+                "{kind} table {full}: metadata {location} is not Iceberg table metadata ({e})"
             ))
         })?;
         let mirrored = metadata.properties().get(DELTA_TABLE_PROPERTY);
         if mirrored.map(String::as_str) != Some(delta_table_uri) {
             return Err(Error::CatalogState(format!(
-                "Glue table {full} mirrors {}, not {delta_table_uri}; choose another Glue table name",
+                "{kind} table {full} mirrors {}, not {delta_table_uri}; choose another table name",
                 mirrored.map_or("a table lakemirror did not create", String::as_str)
             )));
         }

@@ -24,7 +24,7 @@ pub enum Error {
 
     /// The catalog has no such database.
     #[error(
-        "Glue database {0} does not exist; create it (aws glue create-database --database-input Name={0}) or choose another database"
+        "database {0} does not exist in the catalog; create it (Glue: aws glue create-database --database-input Name={0}; a REST catalog: create the namespace {0}) or choose another database"
     )]
     NoSuchDatabase(String),
 

@@ -399,6 +399,10 @@ fn full(commit: &CatalogCommit<'_>) -> String {
 
 #[async_trait::async_trait]
 impl Catalog for RestCatalog {
+    fn kind(&self) -> &'static str {
+        "REST catalog"
+    }
+
     async fn get_table(
         &self,
         database: &str,

@@ -292,3 +292,18 @@ def test_bad_rest_settings_fail_with_the_flag_that_fixes_them(rest, lakemirror):
                          env=rest.server.env(), check=False)
     assert missing.returncode != 0 and "no_such_namespace" in missing.stderr, missing.stderr
     assert rest.catalog.list_tables(rest.ns) == [], "nothing was registered"
+
+
+def test_one_tables_writer_cannot_take_over_another_tables_rest_mirror(rest):
+    """The attack of tests/acceptance/deployment/test_table_isolation.py on the REST path: a
+    second Delta table's sync names the first one's catalog table (as a table property or a
+    flag would). It is refused, and the victim's mirror keeps its rows and metadata."""
+    victim, attacker = str(rest.table_dir("victim")), str(rest.table_dir("attacker"))
+    write_deltalake(victim, batch(range(0, 4)))
+    write_deltalake(attacker, batch(range(100, 110)))
+    before = rest.sync(victim, table="shared")
+    location = rest.catalog.load_table((rest.ns, "shared")).metadata_location
+    taken = rest.sync(attacker, table="shared", check=False)
+    assert taken.returncode != 0 and "mirrors" in taken.stderr and victim in taken.stderr, taken.stderr
+    assert rest.catalog.load_table((rest.ns, "shared")).metadata_location == location
+    rest.check(victim, before, table="shared")
