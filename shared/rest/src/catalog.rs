@@ -15,7 +15,7 @@ use reqwest::{Method, StatusCode};
 use tokio::sync::{Mutex, OnceCell};
 
 use crate::auth::Auth;
-use crate::config::{AuthSettings, RestCatalogSettings};
+use crate::config::{AuthSettings, RestCatalogSettings, checked_uri};
 use crate::updates::{NotAnUpdate, RestCommit, commits};
 
 type Result<T> = std::result::Result<T, Error>;
@@ -235,9 +235,16 @@ impl RestCatalog {
                         .find_map(|part| config.get(part)?.get(key)?.as_str())
                         .map(str::to_string)
                 };
-                let base = setting("uri")
-                    .map(|u| u.trim_end_matches('/').to_string())
-                    .unwrap_or_else(|| self.uri.clone());
+                // A catalog may move its clients to another base URL; the token goes along,
+                // so the same rule holds as for REST_CATALOG_URI (https, or this machine).
+                let base = match setting("uri") {
+                    Some(moved) => checked_uri(&moved).map_err(|e| Error::Catalog {
+                        operation: "reading the REST catalog's /v1/config",
+                        message: format!("the catalog's config moves clients to {moved}, which lakemirror refuses: {e}"),
+                        retryable: false,
+                    })?,
+                    None => self.uri.clone(),
+                };
                 Ok(match setting("prefix").filter(|p| !p.is_empty()) {
                     Some(prefix) => format!("{base}/v1/{}/", prefix.trim_matches('/')),
                     None => format!("{base}/v1/"),

@@ -165,7 +165,7 @@ impl RestCatalogSettings {
 
 /// `uri` without a trailing `/` or `/v1`, if it is https, or http to this machine (tokens
 /// and table definitions must not cross a network unencrypted).
-fn checked_uri(uri: &str) -> Result<String> {
+pub(crate) fn checked_uri(uri: &str) -> Result<String> {
     let trimmed = uri.trim_end_matches('/');
     let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
     let parsed = url::Url::parse(base).map_err(|e| {

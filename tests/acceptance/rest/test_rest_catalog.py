@@ -307,3 +307,32 @@ def test_one_tables_writer_cannot_take_over_another_tables_rest_mirror(rest):
     assert taken.returncode != 0 and "mirrors" in taken.stderr and victim in taken.stderr, taken.stderr
     assert rest.catalog.load_table((rest.ns, "shared")).metadata_location == location
     rest.check(victim, before, table="shared")
+
+
+def test_a_catalog_that_moves_clients_to_plain_http_elsewhere_is_refused(rest, lakemirror):
+    """/v1/config may name another base URL; the token would follow it, so the rule for
+    REST_CATALOG_URI holds for it too. A loopback server answers only that config."""
+
+    class Config(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            data = json.dumps({"defaults": {}, "overrides": {"uri": "http://catalog.invalid"}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Config)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = str(rest.table_dir("moved"))
+        write_deltalake(uri, batch(range(0, 2)))
+        moved = rest.sync(uri, env={"REST_CATALOG_URI": f"http://127.0.0.1:{server.server_address[1]}"}, check=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert moved.returncode != 0, moved.stdout
+    assert "moves clients to http://catalog.invalid" in moved.stderr and "plain http" in moved.stderr, moved.stderr
