@@ -88,13 +88,14 @@ class StreamingTable:
         self.versions += 1
 
 
-def sync(binary: str, table: Path, name: str, *extra: str) -> dict:
-    """`lakemirror glue-sync` of one table in its own process: seconds, its report, peak RSS."""
+def sync(binary: str, table: Path, name: str, *extra: str, database: str = DATABASE, env=None) -> dict:
+    """`lakemirror glue-sync` of one table in its own process: seconds, its report, peak RSS.
+    `env` is added to the process's environment (a REST catalog's settings)."""
     with tempfile.NamedTemporaryFile() as rss:
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, "glue-sync",
-                               "--table-uri", str(table), "--glue-database", DATABASE, "--glue-table", name,
-                               *extra], capture_output=True, text=True)
+                               "--table-uri", str(table), "--glue-database", database, "--glue-table", name,
+                               *extra], capture_output=True, text=True, env={**os.environ, **(env or {})})
         seconds = time.perf_counter() - started
         peak = Path(rss.name).read_text().split()
     if done.returncode != 0:

@@ -14,7 +14,6 @@ stays in the server's snapshot log; docs/rest-catalog.md).
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -31,22 +30,15 @@ sys.path.insert(0, str(REPO / "tests" / "bench"))
 from rig import local_aws, rest_catalog  # noqa: E402
 
 import common  # noqa: E402
+import history  # noqa: E402
 from history import StreamingTable, table  # noqa: E402
 
 DATABASE = "bench_rest"
 
 
 def sync(binary: str, root: Path, env: dict, *extra: str) -> dict:
-    """One sync in its own process; the catalog table is named after the table's folder."""
-    started = time.perf_counter()
-    done = subprocess.run([binary, "glue-sync", "--table-uri", str(root), "--glue-database", DATABASE,
-                           "--glue-table", root.name, *extra], capture_output=True, text=True,
-                          env={**os.environ, **env})
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"glue-sync of {root} failed: {done.stderr.strip()[-2000:]}")
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"seconds": seconds, "requests": report["io"]["requests"], "report": report}
+    """history.py's sync in its own process; the catalog table is named after the table's folder."""
+    return history.sync(binary, root, root.name, *extra, database=DATABASE, env=env)
 
 
 def one_commit(binary, folder: Path, versions: int, cadence_ms: int, env: dict) -> dict:

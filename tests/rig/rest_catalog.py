@@ -122,6 +122,27 @@ sink = "none"
     return RestServer(url=f"http://127.0.0.1:{port}", key=key, warehouse=warehouse, process=process, log=log)
 
 
+def answer_json(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    """Sends `data` (JSON) as the answer of a request `handler` serves."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """An HTTP server on a free loopback port, serving `handler` in a thread of its own."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_serving(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
 @dataclass
 class TokenEndpoint:
     """An OAuth2 client-credentials endpoint on loopback handing out `token` for `client_id`
@@ -152,20 +173,13 @@ class TokenEndpoint:
                     body = {"access_token": endpoint.token, "token_type": "bearer", "expires_in": endpoint.expires_in}
                 else:
                     body = {"error": "invalid_client"}
-                data = json.dumps(body).encode()
-                self.send_response(200 if ok else 401)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                answer_json(self, 200 if ok else 401, json.dumps(body).encode())
 
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = serve_on_loopback(Handler)
         return self
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)

@@ -17,12 +17,11 @@ use lakemirror_iceberg::LogLimits;
 use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_rest::{AwsSigning, RestCatalog, RestCatalogSettings};
 use lakemirror_storage::uri::table_prefixes;
-use lakemirror_storage::{ObjectStores, S3Options};
+use lakemirror_storage::{ObjectStores, S3Options, SecretSource};
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
 
 use crate::{GlueCatalog, SecretsManager};
-use lakemirror_storage::SecretSource;
 
 /// The process's AWS configuration, from the standard places: environment (`AWS_PROFILE`,
 /// `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and credentials files, SSO, web

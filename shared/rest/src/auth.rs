@@ -11,6 +11,7 @@ use aws_sigv4::http_request::{
 };
 use tokio::sync::Mutex;
 
+use crate::config::ClientCredentials;
 use crate::error::{Error, Result};
 
 /// A token is fetched again this long before it expires.
@@ -22,13 +23,9 @@ pub enum Auth {
     None,
     /// `Authorization: Bearer <token>` (`REST_CATALOG_TOKEN`).
     Bearer(String),
-    /// OAuth2 client credentials (`REST_CATALOG_CREDENTIAL` = `client_id:client_secret`)
-    /// exchanged at `token_uri` for a bearer token.
+    /// OAuth2 client credentials exchanged for a bearer token, held with its expiry.
     OAuth2 {
-        token_uri: String,
-        client_id: String,
-        client_secret: String,
-        scope: String,
+        client: ClientCredentials,
         token: Mutex<Option<(String, Option<Instant>)>>,
     },
     /// AWS SigV4 with the process's AWS credentials (`REST_CATALOG_SIGNING_NAME`, e.g. glue).
@@ -44,13 +41,10 @@ impl std::fmt::Debug for Auth {
         match self {
             Auth::None => f.write_str("None"),
             Auth::Bearer(_) => f.write_str("Bearer(***)"),
-            Auth::OAuth2 {
-                token_uri,
-                client_id,
-                ..
-            } => write!(
+            Auth::OAuth2 { client, .. } => write!(
                 f,
-                "OAuth2 {{ token_uri: {token_uri}, client_id: {client_id} }}"
+                "OAuth2 {{ token_uri: {}, client_id: {} }}",
+                client.token_uri, client.client_id
             ),
             Auth::SigV4 {
                 region, service, ..
@@ -112,16 +106,15 @@ impl Auth {
     }
 
     async fn oauth2_token(&self, http: &reqwest::Client) -> Result<String> {
-        let Auth::OAuth2 {
+        let Auth::OAuth2 { client, token } = self else {
+            return Err(Error::Auth("not an OAuth2 catalog".into()));
+        };
+        let ClientCredentials {
             token_uri,
             client_id,
             client_secret,
             scope,
-            token,
-        } = self
-        else {
-            return Err(Error::Auth("not an OAuth2 catalog".into()));
-        };
+        } = client;
         let mut held = token.lock().await;
         if let Some((value, expires)) = held.as_ref()
             && expires.is_none_or(|at| Instant::now() + REFRESH_BEFORE_EXPIRY < at)

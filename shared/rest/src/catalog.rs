@@ -10,7 +10,7 @@ use std::time::Duration;
 use lakemirror_iceberg::Error;
 use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry, IcebergEntry};
 use lakemirror_storage::IoCounters;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use lakemirror_storage::service_url::path_segment;
 use reqwest::{Method, StatusCode};
 use tokio::sync::{Mutex, OnceCell};
 
@@ -19,13 +19,6 @@ use crate::config::{AuthSettings, RestCatalogSettings, checked_uri};
 use crate::updates::{NotAnUpdate, RestCommit, commits};
 
 type Result<T> = std::result::Result<T, Error>;
-
-/// Path segments keep only unreserved characters.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 
 /// An Iceberg REST catalog. A Glue database is a one-level namespace here.
 #[derive(Debug)]
@@ -113,16 +106,8 @@ impl RestCatalog {
         let auth = match &settings.auth {
             AuthSettings::None => Auth::None,
             AuthSettings::Bearer(token) => Auth::Bearer(token.clone()),
-            AuthSettings::OAuth2 {
-                token_uri,
-                client_id,
-                client_secret,
-                scope,
-            } => Auth::OAuth2 {
-                token_uri: token_uri.clone(),
-                client_id: client_id.clone(),
-                client_secret: client_secret.clone(),
-                scope: scope.clone(),
+            AuthSettings::OAuth2(client) => Auth::OAuth2 {
+                client: client.clone(),
                 token: Mutex::new(None),
             },
             AuthSettings::SigV4 { service, region } => {
@@ -214,7 +199,7 @@ impl RestCatalog {
                 if let Some(warehouse) = &self.warehouse {
                     url.push_str(&format!(
                         "?warehouse={}",
-                        utf8_percent_encode(warehouse, SEGMENT)
+                        path_segment(warehouse)
                     ));
                 }
                 let answer = self.send(Method::GET, &url, None, counters).await?;
@@ -258,7 +243,7 @@ impl RestCatalog {
         Ok(format!(
             "{}namespaces/{}",
             self.endpoint(counters).await?,
-            utf8_percent_encode(database, SEGMENT)
+            path_segment(database)
         ))
     }
 
@@ -266,7 +251,7 @@ impl RestCatalog {
         Ok(format!(
             "{}/tables/{}",
             self.namespace_url(database, counters).await?,
-            utf8_percent_encode(name, SEGMENT)
+            path_segment(name)
         ))
     }
 
@@ -491,7 +476,7 @@ impl Catalog for RestCatalog {
         let mut token: Option<String> = None;
         loop {
             let url = match &token {
-                Some(t) => format!("{base}?pageToken={}", utf8_percent_encode(t, SEGMENT)),
+                Some(t) => format!("{base}?pageToken={}", path_segment(t)),
                 None => base.clone(),
             };
             let answer = self.send(Method::GET, &url, None, counters).await?;

@@ -2,6 +2,8 @@
 //! across the function's environment, the CLI's flags (`--rest-catalog-uri` …), the SAM
 //! parameters and the README.
 
+use lakemirror_storage::service_url::on_this_machine;
+
 use crate::error::{Error, Result};
 
 /// The settings of a REST catalog target, parsed; no IO.
@@ -22,14 +24,7 @@ pub enum AuthSettings {
     None,
     /// `REST_CATALOG_TOKEN`.
     Bearer(String),
-    /// `REST_CATALOG_CREDENTIAL` (`client_id:client_secret`), `REST_CATALOG_OAUTH2_SERVER_URI`
-    /// (default `<uri>/v1/oauth/tokens`), `REST_CATALOG_SCOPE` (default `catalog`).
-    OAuth2 {
-        token_uri: String,
-        client_id: String,
-        client_secret: String,
-        scope: String,
-    },
+    OAuth2(ClientCredentials),
     /// `REST_CATALOG_SIGNING_NAME` (`glue`, `s3tables`, `execute-api`) and
     /// `REST_CATALOG_SIGNING_REGION` (default: the AWS region).
     SigV4 {
@@ -38,12 +33,23 @@ pub enum AuthSettings {
     },
 }
 
+/// OAuth2 client credentials and where to exchange them: `REST_CATALOG_CREDENTIAL`
+/// (`client_id:client_secret`), `REST_CATALOG_OAUTH2_SERVER_URI` (default
+/// `<uri>/v1/oauth/tokens`), `REST_CATALOG_SCOPE` (default `catalog`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientCredentials {
+    pub token_uri: String,
+    pub client_id: String,
+    pub client_secret: String,
+    pub scope: String,
+}
+
 impl std::fmt::Debug for RestCatalogSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let auth = match &self.auth {
             AuthSettings::None => "none".to_string(),
             AuthSettings::Bearer(_) => "bearer token".to_string(),
-            AuthSettings::OAuth2 { client_id, .. } => format!("OAuth2 client {client_id}"),
+            AuthSettings::OAuth2(client) => format!("OAuth2 client {}", client.client_id),
             AuthSettings::SigV4 { service, .. } => format!("SigV4 for {service}"),
         };
         f.debug_struct("RestCatalogSettings")
@@ -134,12 +140,12 @@ impl RestCatalogSettings {
                 })?,
                 None => format!("{uri}/v1/oauth/tokens"),
             };
-            AuthSettings::OAuth2 {
+            AuthSettings::OAuth2(ClientCredentials {
                 token_uri,
                 client_id: client_id.to_string(),
                 client_secret: client_secret.to_string(),
                 scope: var("REST_CATALOG_SCOPE").unwrap_or_else(|| "catalog".into()),
-            }
+            })
         } else if let Some(service) = signing_name {
             AuthSettings::SigV4 {
                 service,
@@ -148,7 +154,7 @@ impl RestCatalogSettings {
         } else {
             AuthSettings::None
         };
-        if !matches!(auth, AuthSettings::OAuth2 { .. }) {
+        if !matches!(auth, AuthSettings::OAuth2(_)) {
             only_with("REST_CATALOG_OAUTH2_SERVER_URI", "REST_CATALOG_CREDENTIAL")?;
             only_with("REST_CATALOG_SCOPE", "REST_CATALOG_CREDENTIAL")?;
         }
@@ -174,15 +180,9 @@ pub(crate) fn checked_uri(uri: &str) -> Result<String> {
             format!("{uri:?} is not a URL ({e}); give the catalog's base URL, e.g. https://catalog.example.com/iceberg"),
         )
     })?;
-    let loopback = match parsed.host() {
-        Some(url::Host::Domain(name)) => name == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
     match parsed.scheme() {
         "https" => Ok(base.to_string()),
-        "http" if loopback => Ok(base.to_string()),
+        "http" if on_this_machine(&parsed) => Ok(base.to_string()),
         "http" => Err(Error::setting(
             "REST_CATALOG_URI",
             format!(
@@ -233,12 +233,12 @@ mod tests {
             .unwrap();
         assert!(
             oauth.auth
-                == AuthSettings::OAuth2 {
+                == AuthSettings::OAuth2(ClientCredentials {
                     token_uri: "http://127.0.0.1:8181/v1/oauth/tokens".into(),
                     client_id: "id".into(),
                     client_secret: "se:cret".into(),
                     scope: "catalog".into(),
-                }
+                })
         );
         let glue = parse(&[
             (

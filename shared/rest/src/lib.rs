@@ -10,5 +10,5 @@ pub mod error;
 pub mod updates;
 
 pub use catalog::{AwsSigning, RestCatalog};
-pub use config::{AuthSettings, RestCatalogSettings};
+pub use config::{AuthSettings, ClientCredentials, RestCatalogSettings};
 pub use error::{Error, Result};

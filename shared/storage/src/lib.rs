@@ -1,7 +1,8 @@
 //! lakemirror-storage, the bottom floor: objects of a table root on S3 or the local file
 //! system, through one injected seam ([`ObjectStores`], or any `object_store` handed to
 //! [`TableStorage::from_store`]), with every request counted ([`IoCounters`]). Table URIs
-//! ([`uri`]), credentials that are not the process's own ([`credentials`]), the CloudWatch
+//! ([`uri`]), the URLs of services a token goes to ([`service_url`]), credentials that are
+//! not the process's own ([`credentials`]), the CloudWatch
 //! metrics every function emits ([`metrics`]) and the test-only crash points ([`crash`]) live
 //! here because every floor above uses them.
 
@@ -12,6 +13,7 @@ pub mod deadline;
 mod error;
 mod failures;
 pub mod metrics;
+pub mod service_url;
 mod stores;
 mod table;
 pub mod uri;

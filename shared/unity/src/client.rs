@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use lakemirror_storage::VendedCredentials;
+use lakemirror_storage::service_url::{on_this_machine, path_segment};
 
 use crate::error::{Error, Result, Setting};
 
@@ -156,12 +157,7 @@ impl UnityCatalog {
             ))
         })?;
         // The token travels with every request: plain http only to this machine.
-        let loopback = match parsed.host() {
-            Some(url::Host::Domain(name)) => name == "localhost",
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        };
+        let loopback = on_this_machine(&parsed);
         match parsed.scheme() {
             "https" => {}
             "http" if loopback => {}
@@ -196,7 +192,7 @@ impl UnityCatalog {
             what: "reading a catalog",
             object: name,
         };
-        self.get(&format!("/catalogs/{}", segment(name)), &[], call)
+        self.get(&format!("/catalogs/{}", path_segment(name)), &[], call)
             .await
     }
 
@@ -205,7 +201,7 @@ impl UnityCatalog {
             what: "reading a schema",
             object: full_name,
         };
-        self.get(&format!("/schemas/{}", segment(full_name)), &[], call)
+        self.get(&format!("/schemas/{}", path_segment(full_name)), &[], call)
             .await
     }
 
@@ -215,7 +211,7 @@ impl UnityCatalog {
             what: "reading a table",
             object: full_name,
         };
-        self.get(&format!("/tables/{}", segment(full_name)), &[], call)
+        self.get(&format!("/tables/{}", path_segment(full_name)), &[], call)
             .await
     }
 
@@ -293,7 +289,7 @@ impl UnityCatalog {
         let request = self.authorized(self.http.delete(format!(
             "{}/tables/{}",
             self.api,
-            segment(full_name)
+            path_segment(full_name)
         )));
         let call = Call {
             what: "deleting a table",
@@ -445,16 +441,6 @@ pub enum CreateOutcome {
     AlreadyExists,
 }
 
-/// A path segment, percent-encoded (`.` stays: full names are `a.b.c`).
-fn segment(value: &str) -> String {
-    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
-}
-
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'-');
-
 /// The start of a response body, on one line, for error messages.
 fn brief(body: &str) -> String {
     let line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -507,9 +493,12 @@ mod tests {
     }
 
     #[test]
-    fn full_names_are_one_path_segment() {
-        assert_eq!(segment("main.gold.orders"), "main.gold.orders");
-        assert_eq!(segment("main.gold.my table/x"), "main.gold.my%20table%2Fx");
+    fn full_names_are_one_path_path_segment() {
+        assert_eq!(path_segment("main.gold.orders"), "main.gold.orders");
+        assert_eq!(
+            path_segment("main.gold.my table/x"),
+            "main.gold.my%20table%2Fx"
+        );
     }
 
     #[test]

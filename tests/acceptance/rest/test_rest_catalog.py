@@ -10,19 +10,20 @@ Java Iceberg in this rig reads file:// only)."""
 
 import http.client
 import json
+import os
 import shutil
 import subprocess
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from acceptance.glue_sync.test_scenario import batch
-from acceptance.glue_sync.test_shared_tables import OMITTED, REFUSED, UNREADABLE, shared_tables
+from acceptance.glue_sync.test_shared_tables import (  # noqa: F401 - expected is a fixture
+    OMITTED, REFUSED, UNREADABLE, expected, shared_tables)
 from acceptance.mirror_check import assert_mirrors
 from rig import judge, rest_catalog
 
@@ -86,11 +87,6 @@ def test_shared_table_mirrored_into_a_rest_catalog_matches_every_version(name, d
         rest.check(uri, result, version=version)
     assert len(judge.iceberg_rows_pyiceberg(rest.ns, "t", catalog=rest.catalog)) == \
         expected[name]["rows_by_version"][str(readable[-1])]
-
-
-@pytest.fixture(scope="module")
-def expected(delta_tables_dir):
-    return json.loads((delta_tables_dir / "expected.json").read_text())
 
 
 def test_every_step_of_a_tables_life_is_mirrored_into_a_rest_catalog(rest, lakemirror, java_iceberg):
@@ -182,29 +178,23 @@ class HoldingProxy:
                     proxy.answers.append(status)
                 if hold and proxy.lose_answer:
                     status, data = 502, b'{"error": {"message": "bad gateway", "type": "BadGateway", "code": 502}}'
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                rest_catalog.answer_json(self, status, data)
 
             do_GET = do_POST = do_DELETE = do_HEAD = forward
 
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = rest_catalog.serve_on_loopback(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self):
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        rest_catalog.stop_serving(self.server)
 
 
 def background_sync(lakemirror_bin, rest, uri, url, *extra):
-    env = {**__import__("os").environ, **rest.server.env(), "REST_CATALOG_URI": url}
+    env = {**os.environ, **rest.server.env(), "REST_CATALOG_URI": url}
     return subprocess.Popen([str(lakemirror_bin), "glue-sync", "--table-uri", uri, "--database", rest.ns,
                              "--table", "t", *map(str, extra)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -316,23 +306,17 @@ def test_a_catalog_that_moves_clients_to_plain_http_elsewhere_is_refused(rest, l
     class Config(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's naming
             data = json.dumps({"defaults": {}, "overrides": {"uri": "http://catalog.invalid"}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            rest_catalog.answer_json(self, 200, data)
 
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Config)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = rest_catalog.serve_on_loopback(Config)
     try:
         uri = str(rest.table_dir("moved"))
         write_deltalake(uri, batch(range(0, 2)))
         moved = rest.sync(uri, env={"REST_CATALOG_URI": f"http://127.0.0.1:{server.server_address[1]}"}, check=False)
     finally:
-        server.shutdown()
-        server.server_close()
+        rest_catalog.stop_serving(server)
     assert moved.returncode != 0, moved.stdout
     assert "moves clients to http://catalog.invalid" in moved.stderr and "plain http" in moved.stderr, moved.stderr
