@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use lakemirror_aws::config;
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::catalog::Catalog;
@@ -245,7 +245,11 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     crash::arm(environment(crash::CRASH_AT));
-    let cli = Cli::parse();
+    let is_empty =
+        |name: &std::ffi::OsStr| std::env::var_os(name).is_some_and(|value| value.is_empty());
+    let cli =
+        Cli::from_arg_matches(&without_empty_variables(Cli::command(), &is_empty).get_matches())
+            .unwrap_or_else(|e| e.exit());
     if let Some(mb) = cli.memory_size.or_else(machine_memory_mb) {
         lakemirror_delta::LogLimits::for_memory_mb(mb).install();
     }
@@ -284,10 +288,78 @@ async fn main() -> ExitCode {
     }
 }
 
+/// A variable set to "" does not stand for its flag: Lambda passes a SAM parameter left empty
+/// as "", which the functions read as unset, and the same `env.json` must mean the same to
+/// `lakemirror invoke` (else `LAKEBASE_CONFIG_URI=""` beside `LAKEBASE_CONFIG` conflicts).
+fn without_empty_variables(
+    mut command: clap::Command,
+    is_empty: &dyn Fn(&std::ffi::OsStr) -> bool,
+) -> clap::Command {
+    let empty: Vec<clap::Id> = command
+        .get_arguments()
+        .filter(|arg| arg.get_env().is_some_and(is_empty))
+        .map(|arg| arg.get_id().clone())
+        .collect();
+    for id in empty {
+        command = command.mut_arg(id, |arg| arg.env(None::<&'static str>));
+    }
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    for name in subcommands {
+        command = command.mut_subcommand(name, |sub| without_empty_variables(sub, is_empty));
+    }
+    command
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+
+    #[test]
+    fn a_variable_set_to_nothing_is_no_flag() {
+        fn env_of(command: &clap::Command, path: &[&str], id: &str) -> Option<String> {
+            let command = path.iter().fold(command, |c, name| {
+                c.find_subcommand(name).expect("a subcommand")
+            });
+            let arg = command.get_arguments().find(|arg| arg.get_id() == id);
+            arg.expect("the flag")
+                .get_env()
+                .map(|name| name.to_string_lossy().into_owned())
+        }
+        let lakebase = ["invoke", "lakebase-sync"];
+        let none = |_: &std::ffi::OsStr| false;
+        let kept = without_empty_variables(Cli::command(), &none);
+        assert_eq!(
+            env_of(&kept, &lakebase, "lakebase_config_uri").as_deref(),
+            Some("LAKEBASE_CONFIG_URI")
+        );
+        assert_eq!(
+            env_of(&kept, &[], "memory_size").as_deref(),
+            Some("MEMORY_SIZE")
+        );
+
+        let empty = |name: &std::ffi::OsStr| name == "LAKEBASE_CONFIG_URI" || name == "MEMORY_SIZE";
+        let dropped = without_empty_variables(Cli::command(), &empty);
+        assert_eq!(env_of(&dropped, &lakebase, "lakebase_config_uri"), None);
+        assert_eq!(env_of(&dropped, &[], "memory_size"), None);
+        assert_eq!(
+            env_of(&dropped, &lakebase, "lakebase_config").as_deref(),
+            Some("LAKEBASE_CONFIG")
+        );
+        // The command still parses what the function's variables would give it.
+        let parsed = dropped.try_get_matches_from([
+            "lakemirror",
+            "invoke",
+            "lakebase-sync",
+            "--event",
+            "e.json",
+            "--lakebase-config",
+            "[[tables]]",
+        ]);
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
 
     #[test]
     fn the_top_level_help_gives_each_command_one_line() {
