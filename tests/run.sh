@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: sets up what the tests need on a fresh machine, then runs every test.
 #   Rust unit tests (planning, log replay, type mapping) and the end-to-end tests in tests/,
-#   which start their own moto S3/Glue, PostgreSQL, Unity Catalog server (uc-server) and
-#   Iceberg REST catalog (rustberg), and judge with pyiceberg, DuckDB, Java Iceberg and
-#   delta-rs.
+#   which start their own moto S3/Glue, PostgreSQL, Unity Catalog server (uc-server),
+#   Iceberg REST catalog (rustberg) and Docker engine (for `sam local invoke`), and judge
+#   with pyiceberg, DuckDB, Java Iceberg and delta-rs.
 # Environment: LAKEMIRROR_DELTA_TABLES (default ../shared/delta-tables), LAKEMIRROR_JAVA_ICEBERG
 # (the Java Iceberg reader kit, default ../shared/tools/java-iceberg), CARGO_TARGET_DIR,
 # LAKEMIRROR_CACHE (where the Python venvs are kept, default ~/.cache/lakemirror).
@@ -51,6 +51,9 @@ tests/rig/uc-server.sh >/dev/null
 # An Iceberg REST catalog server (rustberg) for the REST target's tests, the same way.
 LAKEMIRROR_RUSTBERG="$(tests/rig/rustberg.sh)"
 export LAKEMIRROR_RUSTBERG
+# The Docker engine `sam local invoke` runs the functions in (Debian's docker.io; the tests
+# start a private daemon without a network and stop it again).
+tests/rig/docker.sh install
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
 cargo build --workspace --bins
 # The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto, and the
@@ -58,4 +61,8 @@ cargo build --workspace --bins
 export LAKEMIRROR_PYTHON="$venv/bin/python"
 cargo test --workspace
 export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"
+# The functions as `sam build` makes them, for x86_64: the SAM tests run them with
+# `sam local invoke` (about 15 minutes the first time, cached in $LAKEMIRROR_CACHE).
+LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_build.sh)"
+export LAKEMIRROR_SAM_BUILD
 "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
