@@ -14,6 +14,7 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   exit 0
 fi
 venv="$(tests/rig/venv.sh)"
+tests/rig/docker.sh install
 tests/rig/uc-server.sh >/dev/null
 LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_build.sh)"
 export LAKEMIRROR_SAM_BUILD

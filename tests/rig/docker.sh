@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # A private Docker engine for `sam local invoke`, with no network of its own.
+#   tests/rig/docker.sh install installs Debian's docker.io when dockerd is missing (as root)
 #   eval "$(tests/rig/docker.sh start)"
-#       installs Debian's docker.io when dockerd is missing (as root), starts the daemon unless
-#       it answers already, and prints `export DOCKER_HOST=unix://…/docker.sock` and
-#       `LAKEMIRROR_DOCKER_STARTED=1` (or 0 when it was running already)
+#       starts the daemon unless it answers already, and prints `export DOCKER_HOST=unix://…`
+#       and `LAKEMIRROR_DOCKER_STARTED=1` (or 0 when it was running already)
 #   tests/rig/docker.sh stop    stops the daemon that `start` started
-#   tests/rig/docker.sh install only the package, when dockerd is missing
 # The daemon runs with --bridge=none --iptables=false --ip-forward=false: a container gets a
 # network namespace with only `lo`, so nothing in it can reach any address, and the host's
 # firewall and forwarding stay as they were. tests/rig/sam_netns.py relays the few loopback
@@ -30,12 +29,17 @@ install_docker() {
   echo "installed docker.io in $((SECONDS - started)) s" >&2
 }
 
+said() {
+  printf 'export DOCKER_HOST=%q\nLAKEMIRROR_DOCKER_STARTED=%s\n' "$socket" "$1"
+}
+
 start() {
-  command -v dockerd >/dev/null || install_docker
-  command -v docker >/dev/null || { echo "error: the docker client is missing: apt-get install docker.io" >&2; exit 1; }
+  if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
+    echo "error: the Docker engine is missing: run tests/rig/docker.sh install (as root; Debian's docker.io)" >&2
+    exit 1
+  fi
   if answers; then
-    echo "export DOCKER_HOST=$socket"
-    echo "LAKEMIRROR_DOCKER_STARTED=0"
+    said 0
     return
   fi
   mkdir -p "$state" "$cache/docker"
@@ -52,25 +56,31 @@ start() {
     sleep 0.1
   done
   if ! answers; then
-    echo "error: dockerd did not start; its log:" >&2
+    echo "error: dockerd did not start within a minute; its log:" >&2
     tail -n 30 "$state/dockerd.log" >&2
-    rm -f "$state/started-by-rig"
+    stop
     exit 1
   fi
   echo "started dockerd in $((SECONDS - started)) s ($state/dockerd.log)" >&2
-  echo "export DOCKER_HOST=$socket"
-  echo "LAKEMIRROR_DOCKER_STARTED=1"
+  said 1
 }
 
 stop() {
   [ -f "$state/started-by-rig" ] || return 0
   local pid
   pid="$(cat "$state/started-by-rig")"
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  # Only our daemon: after a reboot or a crash the pid may be another process's.
+  if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
+    kill "$pid"
+    for _ in $(seq 300); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "dockerd ($pid) did not stop within 30 s; killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
   rm -f "$state/started-by-rig"
 }
 

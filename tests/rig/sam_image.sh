@@ -6,7 +6,8 @@
 #                                      tests/rig/sam_netns.py serves inside the container on
 #                                      127.0.0.1:4566 (SAM passes only the variables the
 #                                      template declares, so the endpoint comes from the image)
-# DOCKER_HOST must name a running engine (tests/rig/docker.sh start).
+# DOCKER_HOST names the engine (default: the system's socket; tests/rig/docker.sh start gives
+# a private one).
 #
 # The image holds what SAM and a Rust function need: /bin/sh, mv and chmod (SAM's invoke-image
 # Dockerfile runs `mv … && chmod +x …` on it), glibc and libgcc_s from this machine, the CA
@@ -27,7 +28,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--loopback]" >&2; exit 2 ;;
 esac
 [ "$(uname -m)" = x86_64 ] || { echo "error: the local Lambda image is built for x86_64 only (this machine: $(uname -m))" >&2; exit 1; }
-: "${DOCKER_HOST:?DOCKER_HOST is not set: run tests/rig/docker.sh start}"
+export DOCKER_HOST="${DOCKER_HOST:-unix:///var/run/docker.sock}"
 
 root="$(mktemp -d)"
 trap 'rm -rf "$root"' EXIT

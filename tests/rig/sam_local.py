@@ -20,6 +20,7 @@ done, so nothing leaves the machine."""
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,10 +53,17 @@ def sam_build_dir() -> Path:
     return Path(os.environ.get("LAKEMIRROR_SAM_BUILD", CACHE / f"sam-build-{ARCHITECTURE}"))
 
 
+def rig(*command: str, env: dict[str, str] | None = None) -> str:
+    """Runs a rig script; its stderr goes on, its last stdout line comes back."""
+    out = subprocess.run(list(command), cwd=REPO, capture_output=True, text=True, env=env)
+    sys.stderr.write(out.stderr)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+    return out.stdout
+
+
 def sam_venv() -> Path:
-    out = subprocess.run([str(RIG / "venv.sh"), "tests/sam-requirements.txt"], cwd=REPO, check=True,
-                         capture_output=True, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return Path(rig(str(RIG / "venv.sh"), "tests/sam-requirements.txt").strip().splitlines()[-1])
 
 
 def missing_build() -> str | None:
@@ -97,15 +105,11 @@ class SamLocal:
             raise RuntimeError(why)
         self.build = sam_build_dir()
         self.venv = sam_venv()
-        out = subprocess.run([str(RIG / "docker.sh"), "start"], check=True, capture_output=True, text=True)
-        sys.stderr.write(out.stderr)
-        said = dict(line.removeprefix("export ").split("=", 1) for line in out.stdout.splitlines())
+        said = dict(line.removeprefix("export ").split("=", 1) for line in rig(str(RIG / "docker.sh"), "start").splitlines())
         self.docker_host = said["DOCKER_HOST"]
         self.docker_started = said["LAKEMIRROR_DOCKER_STARTED"] == "1"
-        image = subprocess.run([str(RIG / "sam_image.sh"), "--loopback"], check=True, capture_output=True,
-                               text=True, env={**os.environ, "DOCKER_HOST": self.docker_host})
-        sys.stderr.write(image.stderr)
-        self.image = image.stdout.strip().splitlines()[-1]
+        image = rig(str(RIG / "sam_image.sh"), "--loopback", env={**os.environ, "DOCKER_HOST": self.docker_host})
+        self.image = image.strip().splitlines()[-1]
         relays = [f"{IN_CONTAINER_AWS_PORT}={self.moto_port}", str(self.moto_port), *map(str, self.relay_ports)]
         self.relay_log = open(self.log_dir / "sam_netns.log", "wb")
         self.relay = subprocess.Popen(
@@ -157,8 +161,14 @@ class SamLocal:
         env_file = work / "env.json"
         env_file.write_text(json.dumps({function: env}))
         started = time.monotonic()
-        proc = subprocess.run(self.command(function, event_file, env_file), cwd=REPO, capture_output=True,
-                              text=True, env=self.environment(), timeout=timeout)
+        try:
+            proc = subprocess.run(self.command(function, event_file, env_file), cwd=REPO, capture_output=True,
+                                  text=True, env=self.environment(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.remove_lambda_containers()  # sam was killed: its container would stay
+            raise
+        if proc.returncode != 0 and self.relay.poll() is not None:
+            proc.stderr += f"\n--- sam_netns.py exited:\n{(self.log_dir / 'sam_netns.log').read_text()[-3000:]}"
         lines = proc.stdout.strip().splitlines()
         try:
             answer = json.loads(lines[-1]) if lines else None
@@ -204,7 +214,15 @@ class SamLocal:
                 proc.wait()
             log.close()
 
+    def remove_lambda_containers(self):
+        env = {**os.environ, "DOCKER_HOST": self.docker_host}
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter", "label=sam.cli.container.type=lambda"],
+                             capture_output=True, text=True, env=env).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, env=env)
+
     def close(self):
+        shutil.rmtree(self.home, ignore_errors=True)
         if self.relay is not None:
             self.relay.terminate()
             try:

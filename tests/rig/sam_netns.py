@@ -74,15 +74,17 @@ def socket_in(pid: int) -> socket.socket:
     made: list = []
 
     def enter():
-        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
         try:
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                err = ctypes.get_errno()
-                made.append(OSError(err, f"setns into the network namespace of pid {pid}: {os.strerror(err)}"))
-                return
-            made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-        finally:
-            os.close(fd)
+            fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)  # gone once the container exited
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into the network namespace of pid {pid}: {os.strerror(err)}")
+                made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            finally:
+                os.close(fd)
+        except BaseException as e:  # handed to the caller, not lost with this thread
+            made.append(e)
 
     thread = threading.Thread(target=enter)
     thread.start()
@@ -132,7 +134,7 @@ def serve(listener: socket.socket, connect_far_side):
         def handle(near=near):
             try:
                 far = connect_far_side()
-            except OSError as e:
+            except Exception as e:  # closing `near` tells the caller at once, instead of a hang
                 print(f"sam_netns: {e}", file=sys.stderr, flush=True)
                 near.close()
                 return
@@ -148,16 +150,20 @@ class Container:
         self.pid = info["State"]["Pid"]
         binding = (info["HostConfig"].get("PortBindings") or {}).get(f"{EMULATOR_PORT}/tcp") or []
         self.listeners: list[socket.socket] = []
-        # Inside first: the function only calls out while it handles an event, and events
-        # arrive through the host listener opened after these.
-        for inner, outer in relays:
-            listener = listen(socket_in(self.pid), inner)
-            self.start(listener, lambda outer=outer: socket.create_connection(("127.0.0.1", outer), timeout=30))
-        if binding:
-            host_port = int(binding[0]["HostPort"])
-            self.start(listen(socket.socket(socket.AF_INET, socket.SOCK_STREAM), host_port), self.emulator)
-            print(f"sam_netns: {self.name}: host 127.0.0.1:{host_port} -> container :{EMULATOR_PORT}; "
-                  f"container {', '.join(f':{i} -> host :{o}' for i, o in relays)}", file=sys.stderr, flush=True)
+        try:
+            # Inside first: the function only calls out while it handles an event, and events
+            # arrive through the host listener opened after these.
+            for inner, outer in relays:
+                self.start(listen(socket_in(self.pid), inner), lambda outer=outer: host_connection(outer))
+            if binding:
+                host_port = int(binding[0]["HostPort"])
+                self.start(listen(socket.socket(socket.AF_INET, socket.SOCK_STREAM), host_port), self.emulator)
+        except BaseException:
+            self.close()
+            raise
+        print(f"sam_netns: {self.name}: host 127.0.0.1:{binding[0]['HostPort'] if binding else '-'} -> container "
+              f":{EMULATOR_PORT}; container {', '.join(f':{i} -> host :{o}' for i, o in relays)}",
+              file=sys.stderr, flush=True)
 
     def start(self, listener, connect_far_side):
         self.listeners.append(listener)
@@ -188,9 +194,22 @@ class Container:
         print(f"sam_netns: {self.name}: stopped", file=sys.stderr, flush=True)
 
 
+def host_connection(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.settimeout(None)  # the 30 s were for connecting; a slow query may be silent longer
+    return sock
+
+
+# Taken inside every Lambda container: the emulator's invoke port and its runtime API.
+RESERVED_PORTS = (EMULATOR_PORT, 9001)
+
+
 def relay_spec(text: str) -> tuple[int, int]:
     inner, _, outer = text.partition("=")
-    return int(inner), int(outer or inner)
+    spec = int(inner), int(outer or inner)
+    if spec[0] in RESERVED_PORTS:
+        raise argparse.ArgumentTypeError(f"port {spec[0]} is the emulator's own inside the container")
+    return spec
 
 
 def main():
@@ -211,8 +230,8 @@ def main():
         if container_id not in containers:
             try:
                 containers[container_id] = Container(container_id, args.relay)
-            except (OSError, RuntimeError, KeyError) as e:
-                print(f"sam_netns: cannot relay for container {container_id[:12]}: {e}", file=sys.stderr, flush=True)
+            except Exception as e:  # one container's failure (it exited early, say) is not the next one's
+                print(f"sam_netns: cannot relay for container {container_id[:12]}: {e!r}", file=sys.stderr, flush=True)
 
     # Containers started before this process (sam local start-lambda keeps warm ones).
     running = docker_get("/containers/json?filters=" + urllib.parse.quote(json.dumps({"label": [LAMBDA_LABEL]})))
