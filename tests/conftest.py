@@ -37,12 +37,7 @@ def moto_endpoint(tmp_path_factory):
         finally:
             mp.undo()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        local_aws.stop_process(proc)
 
 
 @pytest.fixture(scope="session")

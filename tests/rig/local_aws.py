@@ -26,6 +26,16 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
+def stop_process(proc: subprocess.Popen, grace_s: float = 30):
+    """Terminates a server the rig started, and kills it if it has not exited within grace_s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_moto(stderr, **popen) -> tuple[subprocess.Popen, str]:
     """Starts moto_strict on a free loopback port; returns the process and its first stdout
     line (`ready <url>` when it started, else what it said, '' on timeout).

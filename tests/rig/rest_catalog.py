@@ -19,6 +19,8 @@ from urllib.parse import parse_qs
 
 import requests
 
+from rig import local_aws
+
 INSTALLER = Path(__file__).with_name("rustberg.sh")
 START_TIMEOUT_S = 60
 
@@ -50,12 +52,7 @@ class RestServer:
         return {"REST_CATALOG_URI": self.url, "REST_CATALOG_TOKEN": self.key}
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        local_aws.stop_process(self.process)
 
 
 def binary() -> str:

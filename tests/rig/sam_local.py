@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from rig import local_aws
+
 RIG = Path(__file__).resolve().parent
 REPO = RIG.parent.parent
 CACHE = Path(os.environ.get("LAKEMIRROR_CACHE", Path.home() / ".cache" / "lakemirror"))
@@ -206,12 +208,7 @@ class SamLocal:
                     time.sleep(0.1)
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            local_aws.stop_process(proc)
             log.close()
 
     def remove_lambda_containers(self):
@@ -224,12 +221,7 @@ class SamLocal:
     def close(self):
         shutil.rmtree(self.home, ignore_errors=True)
         if self.relay is not None:
-            self.relay.terminate()
-            try:
-                self.relay.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.relay.kill()
-                self.relay.wait()
+            local_aws.stop_process(self.relay)
             self.relay.stdout.close()
             self.relay_log.close()
             self.relay = None

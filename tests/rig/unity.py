@@ -14,6 +14,8 @@ from pathlib import Path
 
 import requests
 
+from rig import local_aws
+
 INSTALLER = Path(__file__).with_name("uc-server.sh")
 START_TIMEOUT_S = 60
 API = "/api/2.1/unity-catalog"
@@ -29,12 +31,7 @@ class UnityServer:
         return requests.request(method, f"{self.url}{API}{path}", timeout=30, **kwargs)
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        local_aws.stop_process(self.process)
 
 
 def binary() -> str:
