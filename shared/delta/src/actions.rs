@@ -230,6 +230,10 @@ const SUPPORTED_READER_FEATURES: &[&str] = &[
     "columnMapping",
     "typeWidening",
     "typeWidening-preview",
+    // Read as its catalog ratified it, or up to the newest published version (see
+    // `catalog_managed`).
+    "catalogManaged",
+    "catalogOwned-preview",
 ];
 
 /// Delta's default `delta.deletedFileRetentionDuration`: one week.

@@ -48,6 +48,18 @@ pub enum Error {
         memory: String,
     },
 
+    /// The catalog of a catalog-managed table did not say which commits it ratified; asking
+    /// again may help.
+    #[error(
+        "cannot read catalog-managed Delta table {table}: {reason}; nothing was written, the sync is retried"
+    )]
+    CatalogUnavailable { table: String, reason: String },
+
+    /// The catalog of a catalog-managed table refused, or answered about another table.
+    /// Permanent until the catalog or the table changes.
+    #[error("cannot read catalog-managed Delta table {table}: {reason}; nothing was written")]
+    CatalogRefused { table: String, reason: String },
+
     /// A Parquet file (a checkpoint) could not be decoded.
     #[error("Parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
@@ -58,6 +70,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Storage(e) => e.is_retryable(),
+            Error::CatalogUnavailable { .. } => true,
             _ => false,
         }
     }

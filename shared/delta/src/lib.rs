@@ -5,6 +5,7 @@
 //! Parquet footer nobody vouches for is safe to decode ([`footer`]).
 
 pub mod actions;
+pub mod catalog_managed;
 pub mod checkpoint;
 pub mod deletion_vector;
 mod error;
@@ -17,6 +18,7 @@ pub mod schema;
 pub mod test_tables;
 
 pub use actions::{Add, DeltaCommit, Metadata, Protocol, Remove};
+pub use catalog_managed::{CatalogManaged, CommitCatalog, Ratified};
 pub use error::{Error, Result};
 pub use lakemirror_storage::{LogPath, TableScope};
 pub use limits::LogLimits;

@@ -5,7 +5,12 @@
 use futures::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 
+use std::sync::{Arc, Mutex};
+
 use crate::actions::{ActionLine, DeltaCommit, Metadata, Protocol};
+use crate::catalog_managed::{
+    self, CatalogError, CatalogManaged, CommitCatalog, Ratified, STAGED_COMMITS,
+};
 use crate::checkpoint::{
     SparseFile, definition_actions, definition_chunk_ranges, footer_start,
     for_each_checkpoint_action, json_actions,
@@ -31,6 +36,18 @@ pub enum LogFileKind {
     V2Checkpoint(i64),
     /// `.crc`, `_last_checkpoint`, compacted logs, temporary files, sidecars...
     Other,
+}
+
+impl LogFileKind {
+    /// The version a commit or checkpoint file is of.
+    pub fn version(&self) -> Option<i64> {
+        match *self {
+            LogFileKind::Commit(v)
+            | LogFileKind::Checkpoint { version: v, .. }
+            | LogFileKind::V2Checkpoint(v) => Some(v),
+            LogFileKind::Other => None,
+        }
+    }
 }
 
 /// Classifies a file name (the last path segment) in `_delta_log/`.
@@ -119,6 +136,10 @@ pub struct DeltaLog {
     /// What one read holds in memory: log files above its bytes and replays above its files
     /// are refused instead of the process being killed for its memory.
     limits: LogLimits,
+    /// Who ratifies a catalog-managed table's commits; None: only published commits are read.
+    commit_catalog: Option<Arc<dyn CommitCatalog>>,
+    /// How the table is read once it is known to be catalog-managed (shared by clones).
+    catalog_managed: Arc<Mutex<Option<CatalogManaged>>>,
 }
 
 impl DeltaLog {
@@ -128,7 +149,92 @@ impl DeltaLog {
     }
 
     pub fn with_limits(table: TableStorage, limits: LogLimits) -> Self {
-        Self { table, limits }
+        Self {
+            table,
+            limits,
+            commit_catalog: None,
+            catalog_managed: Arc::default(),
+        }
+    }
+
+    /// The log read, when the table is catalog-managed, with the commits `catalog` ratified
+    /// (see [`catalog_managed`]); without a catalog, up to the newest published version.
+    pub fn with_commit_catalog(mut self, catalog: Option<Arc<dyn CommitCatalog>>) -> Self {
+        self.commit_catalog = catalog;
+        self
+    }
+
+    /// How a catalog-managed table is read, once the log knows the table is one.
+    pub fn catalog_managed(&self) -> Option<CatalogManaged> {
+        self.catalog_managed
+            .lock()
+            .map(|state| state.clone())
+            .unwrap_or_default()
+    }
+
+    /// How a catalog-managed table was read, for reports; None for any other table.
+    pub fn catalog_managed_report(&self) -> Option<catalog_managed::CatalogManagedReport> {
+        self.catalog_managed().as_ref().map(Into::into)
+    }
+
+    fn ratified(&self) -> Option<Arc<Ratified>> {
+        match self.catalog_managed() {
+            Some(CatalogManaged::Ratified(ratified)) => Some(ratified),
+            _ => None,
+        }
+    }
+
+    /// Reads the table as catalog-managed from now on: asks its catalog which commits it
+    /// ratified (`table_id` as its configuration names it), or, without a catalog, reads it up
+    /// to its newest published version.
+    pub async fn ratify(&self, table_id: Option<&str>) -> Result<()> {
+        let root = self.table.root_uri();
+        let state = match &self.commit_catalog {
+            None => CatalogManaged::PublishedOnly {
+                table_id: table_id.map(str::to_string),
+            },
+            Some(catalog) => {
+                let id = table_id.ok_or_else(|| {
+                    self.malformed(format!(
+                        "the table is catalog-managed, but its configuration names no catalog table id ({}); nothing was read",
+                        catalog_managed::TABLE_ID_KEYS.join(", ")
+                    ))
+                })?;
+                let ratified = catalog.ratified(id, root).await.map_err(|e| match e {
+                    CatalogError::Unavailable(reason) => Error::CatalogUnavailable {
+                        table: root.to_string(),
+                        reason,
+                    },
+                    CatalogError::Refused(reason) => Error::CatalogRefused {
+                        table: root.to_string(),
+                        reason,
+                    },
+                })?;
+                tracing::debug!(table = root, catalog = %ratified.catalog, latest = ratified.latest_version, listed = ratified.commits.len(), "the catalog's ratified commits");
+                CatalogManaged::Ratified(Arc::new(ratified))
+            }
+        };
+        if let Ok(mut held) = self.catalog_managed.lock() {
+            *held = Some(state);
+        }
+        Ok(())
+    }
+
+    /// After a read that showed the table's `protocol` and `metadata`: when the table is
+    /// catalog-managed and its catalog was not asked yet, asks it. True when the read must be
+    /// made again to take the ratified commits in.
+    async fn discovered(
+        &self,
+        protocol: Option<&Protocol>,
+        metadata: Option<&Metadata>,
+    ) -> Result<bool> {
+        let catalog_managed = protocol.is_some_and(catalog_managed::is_catalog_managed);
+        if !catalog_managed || self.catalog_managed().is_some() {
+            return Ok(false);
+        }
+        self.ratify(metadata.and_then(catalog_managed::catalog_table_id))
+            .await?;
+        Ok(self.ratified().is_some())
     }
 
     pub fn limits(&self) -> LogLimits {
@@ -156,8 +262,33 @@ impl DeltaLog {
         Error::malformed(self.table.root_uri(), reason)
     }
 
-    /// Log files after version `after` (all when None), classified, in version order.
+    /// Log files after version `after` (all when None), classified, in version order; of a
+    /// catalog-managed table, as its catalog has them.
     async fn list(
+        &self,
+        after: Option<i64>,
+    ) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
+        let published = self.list_published(after).await?;
+        match self.ratified() {
+            None => Ok(published),
+            Some(ratified) => self.with_ratified_commits(published, after, &ratified),
+        }
+    }
+
+    /// The newest version published in `_delta_log/` (a commit, or a checkpoint whose commit
+    /// was cleaned up); None when there is none. Of a catalog-managed table, the catalog may
+    /// have ratified newer ones.
+    pub async fn published_version(&self) -> Result<Option<i64>> {
+        let hint = self.last_checkpoint_version().await?;
+        let mut listed = self.list_published(hint.map(|v| v - 1)).await?;
+        if listed.is_empty() && hint.is_some() {
+            listed = self.list_published(None).await?;
+        }
+        Ok(listed.iter().filter_map(|(kind, _)| kind.version()).max())
+    }
+
+    /// The files of `_delta_log/` itself after version `after`, classified, in version order.
+    async fn list_published(
         &self,
         after: Option<i64>,
     ) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
@@ -172,12 +303,59 @@ impl DeltaLog {
             .into_iter()
             .filter_map(|meta| {
                 let name = meta.location.filename()?.to_string();
-                // Only direct children of _delta_log (not _sidecars/, _commits/).
+                // Only direct children of _delta_log (not _sidecars/, _staged_commits/).
                 let parent_is_log = meta.location.as_ref().rsplit('/').nth(1) == Some("_delta_log");
                 let kind = classify(&name);
                 (parent_is_log && kind != LogFileKind::Other).then_some((kind, meta))
             })
             .collect())
+    }
+
+    /// A listing of a catalog-managed table as its catalog has it: nothing past the newest
+    /// ratified version, and the ratified commits not yet published as the staged files the
+    /// catalog names (a published commit wins over a staged copy of the same version).
+    fn with_ratified_commits(
+        &self,
+        published: Vec<(LogFileKind, object_store::ObjectMeta)>,
+        after: Option<i64>,
+        ratified: &Ratified,
+    ) -> Result<Vec<(LogFileKind, object_store::ObjectMeta)>> {
+        let mut files: Vec<_> = published
+            .into_iter()
+            .filter(|(kind, _)| kind.version().is_none_or(|v| v <= ratified.latest_version))
+            .collect();
+        let newest_published = files
+            .iter()
+            .filter_map(|(kind, _)| kind.version())
+            .max()
+            .max(after)
+            .unwrap_or(-1);
+        for v in newest_published + 1..=ratified.latest_version {
+            let Some(commit) = ratified.commits.get(&v) else {
+                return Err(self.malformed(format!(
+                    "version {v} is neither published in _delta_log/ nor listed as ratified by {} (its newest version is {}): the log has a gap at version {v}",
+                    ratified.catalog, ratified.latest_version
+                )));
+            };
+            let location = self.staged_file(&commit.file_name);
+            files.push((
+                LogFileKind::Commit(v),
+                object_store::ObjectMeta {
+                    location: self.table.key(&location)?,
+                    last_modified: chrono::DateTime::from_timestamp_millis(commit.modified_ms)
+                        .unwrap_or_default(),
+                    size: commit.size,
+                    e_tag: None,
+                    version: None,
+                },
+            ));
+        }
+        Ok(files)
+    }
+
+    /// The location of a staged commit the catalog names (a bare file name, checked).
+    fn staged_file(&self, file_name: &str) -> String {
+        self.log_file(&format!("{STAGED_COMMITS}/{file_name}"))
     }
 
     async fn read_commit(
@@ -263,16 +441,56 @@ impl DeltaLog {
 
     /// Commit `version`, if its file exists.
     async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
-        let location = self.log_file(&format!("{version:020}.json"));
-        let Some((bytes, meta)) = self
-            .table
-            .get_at_most(&location, self.limits.file_bytes)
-            .await?
-        else {
+        let Some((bytes, meta)) = self.commit_file_bytes(version).await? else {
             return Ok(None);
         };
         self.parse_commit(version, &bytes, meta.last_modified.timestamp_millis())
             .map(Some)
+    }
+
+    /// The bytes of commit `version`, read within the limits: its published file, else, for
+    /// a catalog-managed table, the staged file its catalog ratified; None when neither
+    /// exists (or the catalog's newest version is older).
+    async fn commit_file_bytes(
+        &self,
+        version: i64,
+    ) -> Result<Option<(bytes::Bytes, object_store::ObjectMeta)>> {
+        let ratified = self.ratified();
+        if ratified
+            .as_ref()
+            .is_some_and(|r| version > r.latest_version)
+        {
+            return Ok(None);
+        }
+        let published = self.commit_file(version);
+        if let Some(found) = self
+            .table
+            .get_at_most(&published, self.limits.file_bytes)
+            .await?
+        {
+            return Ok(Some(found));
+        }
+        let Some(commit) = ratified.and_then(|r| r.commits.get(&version).cloned()) else {
+            return Ok(None);
+        };
+        let staged = self.staged_file(&commit.file_name);
+        if let Some(found) = self
+            .table
+            .get_at_most(&staged, self.limits.file_bytes)
+            .await?
+        {
+            return Ok(Some(found));
+        }
+        // Published and cleaned up since the catalog was asked.
+        self.table
+            .get_at_most(&published, self.limits.file_bytes)
+            .await?
+            .map(Some)
+            .ok_or_else(|| {
+                self.malformed(format!(
+                    "version {version} is ratified as {staged}, which does not exist, and is not published either"
+                ))
+            })
     }
 
     /// Commits `first..=last`, fetched by name; None when one of them does not exist.
@@ -345,13 +563,38 @@ impl DeltaLog {
 
     /// Rebuilds the table at `target` (newest when None) from the newest complete
     /// checkpoint at or before it plus the JSON commits after that checkpoint.
+    ///
+    /// A catalog-managed table is read as its catalog has it (see [`Self::ratify`]): when
+    /// the read shows the table is one, its catalog is asked and the table read again.
     pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
-        self.rebuild(target, Reading::Everything, ActiveFileSet::default())
-            .await
+        loop {
+            let snapshot = match self
+                .rebuild(target, Reading::Everything, ActiveFileSet::default())
+                .await
+            {
+                // A version past the published log may be one the catalog ratified.
+                Err(e @ Error::NoSuchVersion { .. }) if self.catalog_managed().is_none() => {
+                    self.definition().await?;
+                    match self.ratified() {
+                        Some(_) => continue,
+                        None => return Err(e),
+                    }
+                }
+                other => other?,
+            };
+            if !self
+                .discovered(snapshot.protocol(), snapshot.metadata())
+                .await?
+            {
+                return Ok(snapshot);
+            }
+        }
     }
 
     /// [`Self::snapshot`] holding only the data files `filter` keeps (one part of a
-    /// fanned-out bootstrap): the others are let go as they are read.
+    /// fanned-out bootstrap): the others are let go as they are read. The filter may act on
+    /// what it sees, so the log is read once: a catalog-managed table is ratified before
+    /// (by [`Self::definition`] or [`Self::ratify`]).
     pub async fn snapshot_of(
         &self,
         target: Option<i64>,
@@ -365,9 +608,17 @@ impl DeltaLog {
     /// checkpoint only the footer and those two columns are read (ranged requests), so the
     /// cost does not grow with the number of files in the table.
     pub async fn definition(&self) -> Result<TableDefinition> {
-        // Its commits are applied as they are parsed, holding no file.
-        let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
-        let snapshot = self.rebuild(None, Reading::Definition, no_files).await?;
+        let snapshot = loop {
+            // Its commits are applied as they are parsed, holding no file.
+            let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
+            let snapshot = self.rebuild(None, Reading::Definition, no_files).await?;
+            if !self
+                .discovered(snapshot.protocol(), snapshot.metadata())
+                .await?
+            {
+                break snapshot;
+            }
+        };
         match (snapshot.active.metadata, snapshot.active.protocol) {
             (Some(metadata), Some(protocol)) => Ok(TableDefinition {
                 version: snapshot.version,
@@ -394,7 +645,39 @@ impl DeltaLog {
     /// `since_checkpoint`, no earlier than the newest checkpoint: only the commits a replay
     /// reads anyway. When the log cannot rebuild the table at that start (no checkpoint at or
     /// before it), the history starts at the first checkpoint after it.
+    ///
+    /// A catalog-managed table is read as its catalog has it, as [`Self::snapshot`] reads it.
     pub async fn recent_history(
+        &self,
+        target: Option<i64>,
+        versions: u64,
+        floor: Option<i64>,
+        since_checkpoint: bool,
+    ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
+        loop {
+            let (base, commits) = match self
+                .read_recent_history(target, versions, floor, since_checkpoint)
+                .await
+            {
+                Err(e @ Error::NoSuchVersion { .. }) if self.catalog_managed().is_none() => {
+                    self.definition().await?;
+                    match self.ratified() {
+                        Some(_) => continue,
+                        None => return Err(e),
+                    }
+                }
+                other => other?,
+            };
+            let protocol = commits.iter().rev().find_map(|c| c.protocol.as_ref());
+            let metadata = commits.iter().rev().find_map(|c| c.metadata.as_ref());
+            let (protocol, metadata) = (protocol.or(base.protocol()), metadata.or(base.metadata()));
+            if !self.discovered(protocol, metadata).await? {
+                return Ok((base, commits));
+            }
+        }
+    }
+
+    async fn read_recent_history(
         &self,
         target: Option<i64>,
         versions: u64,
@@ -605,12 +888,10 @@ impl DeltaLog {
 
     /// [`DeltaCommit::content_hash`] of commit `version`; None when its file is gone.
     pub async fn commit_hash(&self, version: i64) -> Result<Option<u64>> {
-        let location = self.log_file(&format!("{version:020}.json"));
         Ok(self
-            .table
-            .get_if_exists(&location)
+            .commit_file_bytes(version)
             .await?
-            .map(|bytes| super::actions::content_hash(&bytes)))
+            .map(|(bytes, _)| super::actions::content_hash(&bytes)))
     }
 
     /// The oldest version the log can rebuild the table at: 0 when its commit is there, else
@@ -1018,5 +1299,181 @@ mod limit_tests {
             ),
             "{err}"
         );
+    }
+}
+
+#[cfg(test)]
+mod catalog_managed_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::catalog_managed::CatalogManaged;
+    use crate::test_tables::{
+        InMemoryCommitCatalog, add, catalog_managed_commit, commit_info, write_commit, write_staged,
+    };
+    use lakemirror_storage::ObjectStores;
+
+    const ROOT: &str = "s3://lake/warehouse/managed";
+
+    /// A catalog-managed table: version 0 published; 1 and 2 staged and ratified; a third
+    /// staged file for version 3 that the catalog never ratified, and a loser of version 2.
+    async fn managed() -> (TableStorage, Arc<InMemoryCommitCatalog>) {
+        let table = ObjectStores::in_memory()
+            .open(ROOT, Arc::default())
+            .unwrap();
+        write_commit(
+            &table,
+            0,
+            &catalog_managed_commit("t", "uc-1", &[("id", "long")]),
+        )
+        .await;
+        let catalog = Arc::new(InMemoryCommitCatalog::default());
+        catalog.create("uc-1", ROOT);
+        for v in 1..=2 {
+            let staged = write_staged(
+                &table,
+                v,
+                &format!("00000000-0000-4000-8000-00000000000{v}"),
+                &[
+                    commit_info(1_700_000_000_000 + v),
+                    add(&format!("part-{v}.parquet"), 10, &[]),
+                ],
+            )
+            .await;
+            catalog.ratify("uc-1", staged);
+        }
+        write_staged(
+            &table,
+            2,
+            "ffffffff-0000-4000-8000-000000000002",
+            &[commit_info(1), add("loser.parquet", 10, &[])],
+        )
+        .await;
+        write_staged(
+            &table,
+            3,
+            "ffffffff-0000-4000-8000-000000000003",
+            &[commit_info(1), add("never-ratified.parquet", 10, &[])],
+        )
+        .await;
+        (table, catalog)
+    }
+
+    fn files(snapshot: &DeltaSnapshot) -> Vec<&str> {
+        snapshot.active.files.keys().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn a_catalog_managed_table_is_its_published_log_and_the_commits_its_catalog_ratified() {
+        let (table, catalog) = managed().await;
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog.clone()));
+        let snapshot = log.snapshot(None).await.unwrap();
+        assert_eq!(snapshot.version, 2);
+        assert_eq!(files(&snapshot), ["part-1.parquet", "part-2.parquet"]);
+        assert!(matches!(
+            log.catalog_managed(),
+            Some(CatalogManaged::Ratified(_))
+        ));
+        // A ratified version is read at once, in the history too.
+        let (base, commits) = log.recent_history(None, 100, None, false).await.unwrap();
+        assert_eq!(base.version, 0);
+        assert_eq!(
+            commits.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(log.snapshot(Some(1)).await.unwrap().version, 1);
+        // Incrementally: a version the catalog has not ratified does not exist.
+        let CommitsSince::Contiguous(after) = log.commits_since(1, None, Some(3)).await.unwrap()
+        else {
+            panic!("contiguous")
+        };
+        assert_eq!(after.iter().map(|c| c.version).collect::<Vec<_>>(), [2]);
+        assert!(log.snapshot(Some(3)).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_version_asked_for_past_the_published_log_asks_the_catalog_first() {
+        let (table, catalog) = managed().await;
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
+        let snapshot = log.snapshot(Some(2)).await.unwrap();
+        assert_eq!(files(&snapshot), ["part-1.parquet", "part-2.parquet"]);
+    }
+
+    #[tokio::test]
+    async fn a_published_commit_wins_over_the_staged_copy_and_the_catalog_may_forget_it() {
+        let (table, catalog) = managed().await;
+        // Version 1 published (as a copy of another content, to tell them apart), and the
+        // catalog told: it lists only version 2 now.
+        write_commit(
+            &table,
+            1,
+            &[commit_info(5), add("published-1.parquet", 10, &[])],
+        )
+        .await;
+        catalog.published("uc-1", 1);
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
+        let snapshot = log.snapshot(None).await.unwrap();
+        assert_eq!(files(&snapshot), ["part-2.parquet", "published-1.parquet"]);
+    }
+
+    #[tokio::test]
+    async fn a_version_neither_published_nor_listed_is_a_gap_named_in_the_error() {
+        let (table, catalog) = managed().await;
+        // The catalog forgets version 1 though it was never published.
+        catalog.published("uc-1", 1);
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
+        let err = log.snapshot(None).await.unwrap_err().to_string();
+        assert!(err.contains("version 1 is neither published"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn without_a_catalog_the_table_is_read_to_its_newest_published_version() {
+        let (table, _) = managed().await;
+        let log = DeltaLog::new(table);
+        let snapshot = log.snapshot(None).await.unwrap();
+        assert_eq!(snapshot.version, 0);
+        let read = log.catalog_managed().unwrap();
+        assert_eq!(read.table_id(), Some("uc-1"));
+        assert!(read.limited().unwrap().contains("UC_URL"), "{read:?}");
+    }
+
+    #[tokio::test]
+    async fn a_catalog_that_is_down_fails_the_read_retryably_and_one_about_another_table_for_good()
+    {
+        let (table, catalog) = managed().await;
+        catalog.set_down(true);
+        let log = DeltaLog::new(table.clone()).with_commit_catalog(Some(catalog.clone()));
+        let err = log.snapshot(None).await.unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        catalog.set_down(false);
+        // The id belongs to a table the catalog keeps elsewhere.
+        catalog.create("uc-1", "s3://lake/warehouse/other");
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
+        let err = log.snapshot(None).await.unwrap_err();
+        assert!(!err.is_retryable(), "{err}");
+        assert!(err.to_string().contains("warehouse/other"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_table_never_asks_the_catalog() {
+        let table = ObjectStores::in_memory()
+            .open(ROOT, Arc::default())
+            .unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                commit_info(1),
+                crate::test_tables::protocol(),
+                crate::test_tables::metadata("t", &[("id", "long")], &[]),
+            ],
+        )
+        .await;
+        let catalog = Arc::new(InMemoryCommitCatalog::default());
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog.clone()));
+        log.snapshot(None).await.unwrap();
+        log.commits_since(0, None, Some(1)).await.unwrap();
+        assert_eq!(catalog.asked(), 0);
+        assert!(log.catalog_managed().is_none());
     }
 }

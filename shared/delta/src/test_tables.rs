@@ -112,3 +112,137 @@ pub fn inline_deletion_vector(deleted: &[u64]) -> crate::deletion_vector::Deleti
         cardinality: deleted.len() as i64,
     }
 }
+
+/// A catalog-managed table's first commit: `protocol` with `catalogManaged`, and `metaData`
+/// naming catalog table id `catalog_id`.
+pub fn catalog_managed_commit(
+    table_id: &str,
+    catalog_id: &str,
+    columns: &[(&str, &str)],
+) -> Vec<Value> {
+    let mut metadata = metadata(table_id, columns, &[]);
+    metadata["metaData"]["configuration"] = json!({
+        "delta.enableInCommitTimestamps": "true",
+        "io.unitycatalog.tableId": catalog_id,
+    });
+    vec![
+        commit_info(1_700_000_000_000),
+        protocol_with_reader_features(&["catalogManaged", "vacuumProtocolCheck"]),
+        metadata,
+    ]
+}
+
+/// `_delta_log/_staged_commits/<version>.<uuid>.json` holding `actions`, as a writer stages a
+/// commit for its catalog; answers the commit as the catalog would list it.
+pub async fn write_staged(
+    table: &TableStorage,
+    version: i64,
+    uuid: &str,
+    actions: &[Value],
+) -> crate::catalog_managed::RatifiedCommit {
+    let text: String = actions.iter().map(|a| format!("{a}\n")).collect();
+    let file_name = format!("{version:020}.{uuid}.json");
+    let size = text.len() as u64;
+    table
+        .put(
+            &table.location(&format!("_delta_log/_staged_commits/{file_name}")),
+            text.into(),
+        )
+        .await
+        .unwrap();
+    crate::catalog_managed::RatifiedCommit {
+        version,
+        file_name,
+        size,
+        modified_ms: 1_700_000_000_000 + version,
+    }
+}
+
+/// A commit catalog kept in memory, for one table: what it ratified, and whether it answers.
+#[derive(Debug, Default)]
+pub struct InMemoryCommitCatalog {
+    state: std::sync::Mutex<CatalogState>,
+}
+
+#[derive(Debug, Default)]
+struct CatalogState {
+    /// (table id, storage location) -> the newest ratified version and the commits listed.
+    tables: std::collections::HashMap<
+        String,
+        (String, i64, Vec<crate::catalog_managed::RatifiedCommit>),
+    >,
+    down: bool,
+    asked: u64,
+}
+
+impl InMemoryCommitCatalog {
+    /// A table `table_id` stored at `location`, with only version 0 (published) so far.
+    pub fn create(&self, table_id: &str, location: &str) {
+        let mut state = self.state.lock().unwrap();
+        state
+            .tables
+            .insert(table_id.into(), (location.into(), 0, Vec::new()));
+    }
+
+    /// Ratifies `commit` as its version: the next one, as a catalog does.
+    pub fn ratify(&self, table_id: &str, commit: crate::catalog_managed::RatifiedCommit) {
+        let mut state = self.state.lock().unwrap();
+        let (_, latest, commits) = state.tables.get_mut(table_id).unwrap();
+        assert_eq!(
+            commit.version,
+            *latest + 1,
+            "a catalog ratifies the next version only"
+        );
+        *latest = commit.version;
+        commits.push(commit);
+    }
+
+    /// Forgets the commits up to `version`: they were published and the catalog was told.
+    pub fn published(&self, table_id: &str, version: i64) {
+        let mut state = self.state.lock().unwrap();
+        let (_, _, commits) = state.tables.get_mut(table_id).unwrap();
+        commits.retain(|c| c.version > version);
+    }
+
+    /// Makes the catalog unreachable (true) or reachable again.
+    pub fn set_down(&self, down: bool) {
+        self.state.lock().unwrap().down = down;
+    }
+
+    /// How many times it was asked.
+    pub fn asked(&self) -> u64 {
+        self.state.lock().unwrap().asked
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::catalog_managed::CommitCatalog for InMemoryCommitCatalog {
+    fn describe(&self) -> String {
+        "the in-memory catalog".into()
+    }
+
+    async fn ratified(
+        &self,
+        table_id: &str,
+        table_root: &str,
+    ) -> Result<crate::catalog_managed::Ratified, crate::catalog_managed::CatalogError> {
+        use crate::catalog_managed::{CatalogError, Ratified};
+        let mut state = self.state.lock().unwrap();
+        state.asked += 1;
+        if state.down {
+            return Err(CatalogError::Unavailable(
+                "the in-memory catalog is down".into(),
+            ));
+        }
+        let Some((location, latest, commits)) = state.tables.get(table_id) else {
+            return Err(CatalogError::Refused(format!("no table of id {table_id}")));
+        };
+        if location != table_root {
+            return Err(CatalogError::Refused(format!(
+                "table id {table_id} is kept at {location}, not at {table_root}"
+            )));
+        }
+        Ratified::new(self.describe(), table_id.into(), *latest, commits.clone())
+            .map_err(CatalogError::Refused)
+    }
+}

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use lakemirror_storage::VendedCredentials;
 use lakemirror_storage::service_url::{on_this_machine, path_segment};
 
+use crate::commits::{CommitsAnswer, DeltaLoadTable, PreviewAnswer};
 use crate::error::{Error, Result, Setting};
 
 /// The path of the API below the server's base URL.
@@ -336,6 +337,149 @@ impl UnityCatalog {
         }
         let vended: TemporaryCredentials = self.parse(response, &call).await?;
         Ok(vended.aws_temp_credentials)
+    }
+
+    /// Every catalog's name (all pages).
+    pub async fn list_catalogs(&self) -> Result<Vec<String>> {
+        self.list_names(
+            "/catalogs",
+            &[],
+            "catalogs",
+            "listing catalogs",
+            "the metastore",
+        )
+        .await
+    }
+
+    /// Every schema's name in `catalog` (all pages).
+    pub async fn list_schemas(&self, catalog: &str) -> Result<Vec<String>> {
+        self.list_names(
+            "/schemas",
+            &[("catalog_name", catalog)],
+            "schemas",
+            "listing schemas",
+            catalog,
+        )
+        .await
+    }
+
+    /// The `name` of each item of a paged list (`{"<field>": [...], "next_page_token": …}`).
+    async fn list_names(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        field: &str,
+        what: &str,
+        object: &str,
+    ) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        let mut page_token: Option<String> = None;
+        loop {
+            let mut query = query.to_vec();
+            if let Some(token) = &page_token {
+                query.push(("page_token", token));
+            }
+            let page: Option<serde_json::Value> =
+                self.get(path, &query, Call { what, object }).await?;
+            let page = page.unwrap_or_default();
+            names.extend(
+                page.get(field)
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|item| item.get("name")?.as_str().map(str::to_string)),
+            );
+            match page
+                .get("next_page_token")
+                .and_then(serde_json::Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                Some(next) => page_token = Some(next.to_string()),
+                None => return Ok(names),
+            }
+        }
+    }
+
+    /// The commits the server ratified for table `table_id` stored at `table_uri`, by the
+    /// managed-tables API (`GET /delta/preview/commits`, its JSON body as the spec has it),
+    /// following its pages up to `max_pages`.
+    pub async fn preview_commits(
+        &self,
+        table_id: &str,
+        table_uri: &str,
+        max_pages: usize,
+    ) -> Result<PreviewAnswer> {
+        let call = Call {
+            what: "asking which commits it ratified of table id",
+            object: table_id,
+        };
+        let mut answer = CommitsAnswer {
+            commits: Vec::new(),
+            latest_table_version: -1,
+        };
+        let mut start_version = 0;
+        for _ in 0..max_pages {
+            let request = self
+                .authorized(self.http.get(format!("{}/delta/preview/commits", self.api)))
+                .json(&serde_json::json!({
+                    "table_id": table_id,
+                    "table_uri": table_uri,
+                    "start_version": start_version,
+                }));
+            let response = self.send(request, &call).await?;
+            let status = response.status();
+            if matches!(status.as_u16(), 404 | 405 | 501) {
+                let body = response.text().await.unwrap_or_default();
+                // A route the server has answers with its JSON error; one it lacks does not.
+                return Ok(match serde_json::from_str::<serde_json::Value>(&body) {
+                    Ok(serde_json::Value::Object(_)) if status.as_u16() == 404 => {
+                        PreviewAnswer::NoSuchTable(brief(&body))
+                    }
+                    _ => PreviewAnswer::NoRoute,
+                });
+            }
+            let page: CommitsAnswer = self.parse(response, &call).await?;
+            let newest_listed = page.commits.iter().map(|c| c.version).max();
+            answer.latest_table_version = page.latest_table_version;
+            answer.commits.extend(page.commits);
+            match newest_listed {
+                Some(newest) if newest < answer.latest_table_version => {
+                    start_version = newest + 1;
+                }
+                _ => return Ok(PreviewAnswer::Answered(answer)),
+            }
+        }
+        Err(Error::Unity {
+            message: format!(
+                "Unity Catalog at {} listed more than {max_pages} pages of unpublished commits of table id {table_id}; publish them (backfill) first",
+                self.url
+            ),
+            retryable: false,
+        })
+    }
+
+    /// `loadTable` of the UC Delta API for `catalog.schema.table`: the table's location and
+    /// id, and for a managed table the commits the server ratified; None when it has no such
+    /// table.
+    pub async fn delta_load_table(&self, full_name: &str) -> Result<Option<DeltaLoadTable>> {
+        let mut parts = full_name.splitn(3, '.');
+        let (Some(catalog), Some(schema), Some(table)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Error::Entry(format!(
+                "{full_name} is not a catalog.schema.table name"
+            )));
+        };
+        let path = format!(
+            "/delta/v1/catalogs/{}/schemas/{}/tables/{}",
+            path_segment(catalog),
+            path_segment(schema),
+            path_segment(table)
+        );
+        let call = Call {
+            what: "loading the Delta table",
+            object: full_name,
+        };
+        self.get(&path, &[], call).await
     }
 
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {

@@ -1,0 +1,278 @@
+//! Unity Catalog as the commit catalog of catalog-managed Delta tables: which staged commits
+//! it ratified (the [`CommitCatalog`] seam of `lakemirror-delta`).
+//!
+//! Asked first through the managed-tables API (`GET /delta/preview/commits`, by table id and
+//! storage location; the server checks the location). A server without that route (the
+//! `olai-uc-server` 0.0.11 of the tests) is asked through the UC Delta API's `loadTable`
+//! (`GET /delta/v1/catalogs/{c}/schemas/{s}/tables/{t}`: `commits` and
+//! `latest-table-version`), which takes the table's name: it is found once per process by
+//! listing catalogs, schemas and tables for the id. Either way the answer counts only when the
+//! catalog keeps the table at this Delta table's root.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Deserialize;
+
+use lakemirror_delta::catalog_managed::{CatalogError, CommitCatalog, Ratified, RatifiedCommit};
+use lakemirror_storage::uri::canonical_uri;
+
+use crate::client::{TableInfo, UnityCatalog};
+use crate::error::Error;
+
+/// Pages of `/delta/preview/commits` one question reads at most.
+const MAX_PAGES: usize = 100;
+
+/// Unity Catalog answering which commits of its catalog-managed tables it ratified.
+#[derive(Debug)]
+pub struct UnityCommits {
+    client: UnityCatalog,
+    /// Table id -> full name, for servers asked through `loadTable`.
+    names: Mutex<HashMap<String, String>>,
+}
+
+impl UnityCommits {
+    pub fn new(client: UnityCatalog) -> Self {
+        Self {
+            client,
+            names: Mutex::default(),
+        }
+    }
+
+    /// The server's answer through `loadTable`, for a server without the preview route.
+    async fn through_load_table(
+        &self,
+        table_id: &str,
+        table_root: &str,
+    ) -> Result<CommitsAnswer, CatalogError> {
+        let known = self
+            .names
+            .lock()
+            .ok()
+            .and_then(|n| n.get(table_id).cloned());
+        let full_name = match known {
+            Some(name) => name,
+            None => {
+                let table = self.find_table(table_id).await?;
+                self.check_location(
+                    table_id,
+                    table_root,
+                    table.storage_location.as_deref(),
+                    &table.full_name(),
+                )?;
+                let name = table.full_name();
+                if let Ok(mut names) = self.names.lock() {
+                    names.insert(table_id.to_string(), name.clone());
+                }
+                name
+            }
+        };
+        let loaded = self
+            .client
+            .delta_load_table(&full_name)
+            .await
+            .map_err(catalog_error)?
+            .ok_or_else(|| {
+                if let Ok(mut names) = self.names.lock() {
+                    names.remove(table_id);
+                }
+                CatalogError::Unavailable(format!(
+                    "{} has no table {full_name} any more (it held table id {table_id}); asked again on the next sync",
+                    self.describe()
+                ))
+            })?;
+        if loaded.metadata.table_uuid != table_id {
+            return Err(CatalogError::Refused(format!(
+                "{} keeps {full_name} as table id {}, not {table_id} as the Delta table's configuration says",
+                self.describe(),
+                loaded.metadata.table_uuid
+            )));
+        }
+        self.check_location(
+            table_id,
+            table_root,
+            Some(&loaded.metadata.location),
+            &full_name,
+        )?;
+        let latest = loaded.latest_table_version.ok_or_else(|| {
+            CatalogError::Refused(format!(
+                "{} keeps {full_name} (table id {table_id}) as a table whose commits it does not coordinate (no latest-table-version: not a MANAGED Delta table there)",
+                self.describe()
+            ))
+        })?;
+        Ok(CommitsAnswer {
+            commits: loaded.commits,
+            latest_table_version: latest,
+        })
+    }
+
+    /// The table of id `table_id`, by listing every catalog, schema and table.
+    async fn find_table(&self, table_id: &str) -> Result<TableInfo, CatalogError> {
+        for catalog in self.client.list_catalogs().await.map_err(catalog_error)? {
+            for schema in self
+                .client
+                .list_schemas(&catalog)
+                .await
+                .map_err(catalog_error)?
+            {
+                let tables = self
+                    .client
+                    .list_tables(&catalog, &schema)
+                    .await
+                    .map_err(catalog_error)?;
+                if let Some(table) = tables
+                    .into_iter()
+                    .find(|t| t.table_id.as_deref() == Some(table_id))
+                {
+                    return Ok(table);
+                }
+            }
+        }
+        Err(CatalogError::Refused(format!(
+            "{} has no table of id {table_id} (the id the Delta table's configuration names, io.unitycatalog.tableId): the table is managed by another catalog, or was dropped there. Point UC_URL at the catalog that manages it",
+            self.describe()
+        )))
+    }
+
+    /// Refuses an answer about a table the catalog keeps elsewhere than `table_root`: a Delta
+    /// table whose configuration names another table's id gets nothing of that table.
+    fn check_location(
+        &self,
+        table_id: &str,
+        table_root: &str,
+        location: Option<&str>,
+        full_name: &str,
+    ) -> Result<(), CatalogError> {
+        match location {
+            Some(location) if canonical_uri(location) == canonical_uri(table_root) => Ok(()),
+            other => Err(CatalogError::Refused(format!(
+                "its configuration names catalog table id {table_id}, which {} keeps as {full_name} at {}, not at {table_root}: the id belongs to another table",
+                self.describe(),
+                other.unwrap_or("no location")
+            ))),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CommitCatalog for UnityCommits {
+    fn describe(&self) -> String {
+        format!("Unity Catalog at {}", self.client.url())
+    }
+
+    async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError> {
+        let answer = match self
+            .client
+            .preview_commits(table_id, table_root, MAX_PAGES)
+            .await
+            .map_err(catalog_error)?
+        {
+            PreviewAnswer::Answered(answer) => answer,
+            PreviewAnswer::NoSuchTable(reason) => {
+                return Err(CatalogError::Refused(format!(
+                    "{} does not coordinate the commits of table id {table_id} at {table_root} ({reason}): the id names another table, or the table moved",
+                    self.describe()
+                )));
+            }
+            PreviewAnswer::NoRoute => self.through_load_table(table_id, table_root).await?,
+        };
+        let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
+            version: c.version,
+            file_name: c.file_name,
+            size: u64::try_from(c.file_size).unwrap_or_default(),
+            modified_ms: c.file_modification_timestamp,
+        });
+        Ratified::new(
+            self.describe(),
+            table_id.to_string(),
+            answer.latest_table_version,
+            commits,
+        )
+        .map_err(CatalogError::Refused)
+    }
+}
+
+fn catalog_error(e: Error) -> CatalogError {
+    match e.is_retryable() {
+        true => CatalogError::Unavailable(e.to_string()),
+        false => CatalogError::Refused(e.to_string()),
+    }
+}
+
+/// One ratified commit as either API describes it (snake_case in the managed-tables API,
+/// kebab-case in the Delta API).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CommitInfo {
+    pub version: i64,
+    #[serde(default)]
+    pub timestamp: i64,
+    #[serde(alias = "file-name")]
+    pub file_name: String,
+    #[serde(alias = "file-size")]
+    pub file_size: i64,
+    #[serde(alias = "file-modification-timestamp")]
+    pub file_modification_timestamp: i64,
+}
+
+/// The ratified commits the catalog tracks and its newest version.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CommitsAnswer {
+    #[serde(default)]
+    pub commits: Vec<CommitInfo>,
+    pub latest_table_version: i64,
+}
+
+/// What `GET /delta/preview/commits` answered.
+#[derive(Debug)]
+pub enum PreviewAnswer {
+    Answered(CommitsAnswer),
+    /// The server has the route but no such table at that location.
+    NoSuchTable(String),
+    /// The server has no such route: ask through `loadTable`.
+    NoRoute,
+}
+
+/// `loadTable`'s answer (the UC Delta API, kebab-case), what lakemirror reads of it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct DeltaLoadTable {
+    pub metadata: DeltaTableMetadata,
+    #[serde(default)]
+    pub commits: Vec<CommitInfo>,
+    #[serde(default)]
+    pub latest_table_version: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct DeltaTableMetadata {
+    pub table_uuid: String,
+    pub location: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_apis_spellings_of_a_commit_read_alike() {
+        let preview: CommitsAnswer = serde_json::from_str(
+            r#"{"commits":[{"version":1,"timestamp":5,"file_name":"00000000000000000001.u.json","file_size":706,"file_modification_timestamp":7}],"latest_table_version":1}"#,
+        )
+        .unwrap();
+        let loaded: DeltaLoadTable = serde_json::from_str(
+            r#"{"metadata":{"etag":"e","table-type":"MANAGED","table-uuid":"id","location":"s3://b/t","columns":{}},
+                "commits":[{"version":1,"timestamp":5,"file-name":"00000000000000000001.u.json","file-size":706,"file-modification-timestamp":7}],
+                "latest-table-version":1}"#,
+        )
+        .unwrap();
+        assert_eq!(preview.commits, loaded.commits);
+        assert_eq!(loaded.latest_table_version, Some(1));
+        assert_eq!(loaded.metadata.table_uuid, "id");
+        // An external table: no commits, no version.
+        let external: DeltaLoadTable =
+            serde_json::from_str(r#"{"metadata":{"table-uuid":"id","location":"s3://b/t"}}"#)
+                .unwrap();
+        assert_eq!(external.latest_table_version, None);
+    }
+}
