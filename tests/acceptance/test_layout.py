@@ -28,7 +28,7 @@ ALLOWED = {
     "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "glue-sync": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
-                  "lakemirror-storage"},
+                  "lakemirror-unity", "lakemirror-storage"},
     "lakebase-sync": {"lakemirror-aws", "lakemirror-events", "lakemirror-lakebase", "lakemirror-unity",
                       "lakemirror-storage"},
     "unity-register": {"lakemirror-aws", "lakemirror-events", "lakemirror-unity", "lakemirror-storage"},

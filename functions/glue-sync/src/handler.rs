@@ -33,7 +33,10 @@ mod tests {
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::{Value, json};
 
-    use lakemirror_events::test_events::sqs_commits;
+    use lakemirror_delta::test_tables::{
+        InMemoryCommitCatalog, catalog_managed_commit, commit_info, write_staged,
+    };
+    use lakemirror_events::test_events::{sqs_commits, sqs_staged_commits};
 
     use super::*;
 
@@ -41,28 +44,31 @@ mod tests {
         function: GlueSyncFunction,
         catalog: Arc<InMemoryCatalog>,
         dead_letters: Arc<InMemoryDeadLetters>,
+        /// Unity Catalog's stand-in: which staged commits of catalog-managed tables count.
+        commits: Arc<InMemoryCommitCatalog>,
     }
 
     fn rig() -> Rig {
         let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
         let dead_letters = Arc::new(InMemoryDeadLetters::default());
+        let commits = Arc::new(InMemoryCommitCatalog::default());
         let function = GlueSyncFunction {
             config: GlueSyncConfig {
                 database: "lake".into(),
                 table_prefixes: vec!["s3://lake".into()],
                 dead_letter_queue_url: Some("memory://dead-letters".into()),
                 settings: SyncSettings::default(),
+                max_receive_count: 3,
             },
-            lake: Lakehouse {
-                stores: ObjectStores::in_memory(),
-                catalog: catalog.clone(),
-            },
+            lake: Lakehouse::new(ObjectStores::in_memory(), catalog.clone())
+                .with_commit_catalog(Some(commits.clone())),
             dead_letters: Some(dead_letters.clone() as Arc<dyn DeadLetters>),
         };
         Rig {
             function,
             catalog,
             dead_letters,
+            commits,
         }
     }
 
@@ -251,6 +257,75 @@ mod tests {
         let response = rig.handle(&[("m0-again", "orders", 0)]).await;
         assert!(redelivered(&response).is_empty());
         assert_eq!(rig.catalog.parameters("lake", "orders").unwrap(), before);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_staged_commit_is_mirrored_once_ratified_and_redelivered_but_never_parked_before() {
+        let rig = rig();
+        let managed = rig.table("managed");
+        write_commit(
+            &managed,
+            0,
+            &catalog_managed_commit("m", "uc-7", &[("id", "long")]),
+        )
+        .await;
+        rig.commits.create("uc-7", "s3://lake/managed");
+        let stage = |version: i64, uuid: &'static str| {
+            let managed = managed.clone();
+            async move {
+                write_staged(
+                    &managed,
+                    version,
+                    uuid,
+                    &[
+                        commit_info(1_700_000_000_000),
+                        add(&format!("{uuid}.parquet"), 10, &[]),
+                    ],
+                )
+                .await
+            }
+        };
+        let first = stage(1, "00000000-0000-4000-8000-000000000001").await;
+        let handle = |messages: Vec<(&'static str, String, u32)>| {
+            let rig = &rig;
+            async move {
+                let messages: Vec<(&str, &str, &str, u32)> = messages
+                    .iter()
+                    .map(|(id, file, n)| (*id, "managed", file.as_str(), *n))
+                    .collect();
+                let event = sqs_staged_commits(&messages).unwrap();
+                handle(&rig.function, LambdaEvent::new(event, Context::default()))
+                    .await
+                    .unwrap()
+            }
+        };
+        // Staged, not yet ratified: asked again within the invocation, then redelivered.
+        let asked = rig.commits.asked();
+        let early = handle(vec![("m1", first.file_name.clone(), 1)]).await;
+        assert_eq!(redelivered(&early), ["m1"]);
+        assert!(
+            rig.commits.asked() > asked + 1,
+            "asked again before giving up"
+        );
+        assert_eq!(rig.mirrored_version("managed").await, Some(0));
+        // On its last delivery (MAX_RECEIVE_COUNT 3) it is let go, never parked.
+        let last = handle(vec![("m1", first.file_name.clone(), 3)]).await;
+        assert!(redelivered(&last).is_empty(), "{last:?}");
+        assert!(rig.dead_letters.parked().is_empty());
+        // Ratified: mirrored at once.
+        rig.commits.ratify("uc-7", first.clone());
+        let ratified = handle(vec![("m1", first.file_name.clone(), 2)]).await;
+        assert!(redelivered(&ratified).is_empty(), "{ratified:?}");
+        assert_eq!(rig.mirrored_version("managed").await, Some(1));
+        // A staged file that lost version 1 to another is done with, and mirrors nothing.
+        let loser = stage(1, "ffffffff-0000-4000-8000-000000000001").await;
+        let lost = handle(vec![("m2", loser.file_name.clone(), 1)]).await;
+        assert!(redelivered(&lost).is_empty(), "{lost:?}");
+        assert_eq!(
+            rig.summary("managed").await.unwrap()["total-data-files"],
+            "1"
+        );
+        assert!(rig.dead_letters.parked().is_empty());
     }
 
     #[tokio::test]

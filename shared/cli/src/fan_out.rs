@@ -85,7 +85,7 @@ pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
                 to_version,
                 ..table.settings()?.request(table_uri, glue_database)
             };
-            let plan = fanout::plan(&context.stores, &request, parts, counters).await?;
+            let plan = fanout::plan(&context.lake(), &request, parts, counters).await?;
             eprintln!(
                 "{}.{}: Delta version {}, {} files in {} buckets, {} parts",
                 plan.database, plan.table, plan.delta_version, plan.files, plan.buckets, plan.parts
@@ -94,7 +94,7 @@ pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
         }
         Step::Part { plan, part } => {
             let plan = read_plan(&plan)?;
-            let written = fanout::run_part(&context.stores, &plan, part, counters).await?;
+            let written = fanout::run_part(&context.lake(), &plan, part, counters).await?;
             Ok(serde_json::to_string(&written)?)
         }
         Step::Finish { plan } => {

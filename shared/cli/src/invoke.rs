@@ -12,14 +12,14 @@ use lakemirror_lakebase::function::{
     ConfigSource, LakebaseSyncConfig, LakebaseSyncFunction, allowed_schemas,
 };
 use lakemirror_lakebase::postgres::LIBPQ_VARIABLES;
-use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
+use lakemirror_mirror::function::{DEFAULT_MAX_RECEIVE_COUNT, GlueSyncConfig, GlueSyncFunction};
 use lakemirror_plan::target::allowed_names;
 use lakemirror_storage::SecretSource;
-use lakemirror_unity::function::UnityRegisterFunction;
+use lakemirror_unity::function::{UnityRegisterFunction, commit_catalog};
 use lambda_runtime::LambdaEvent;
 
 use crate::glue_sync::SyncArgs;
-use crate::unity::{UnityArgs, missing_uc_url};
+use crate::unity::missing_uc_url;
 use crate::{Context, Error, Result, environment};
 
 #[derive(Subcommand)]
@@ -40,8 +40,16 @@ pub(crate) enum Function {
         /// they are reported as failed].
         #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
         dead_letter_queue_url: Option<String>,
+        /// The sync queue's maxReceiveCount: a staged commit its catalog has not decided is
+        /// redelivered until its last delivery, then let go instead of parked.
+        #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT)]
+        max_receive_count: u32,
         #[command(flatten)]
         sync: SyncArgs,
+        /// Secrets Manager secret holding the Unity Catalog token (plain text, or JSON with a
+        /// "token" field), for catalog-managed tables (with --uc-url).
+        #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
+        uc_token_secret_arn: Option<String>,
         /// Run as a function invocation with this many seconds (the function's Timeout):
         /// a sync still running near the end is cut off and its messages retried
         /// [default: no deadline].
@@ -98,8 +106,6 @@ pub(crate) enum Function {
         /// "password" field).
         #[arg(long, env = "POSTGRES_PASSWORD_SECRET_ARN")]
         postgres_password_secret_arn: Option<String>,
-        #[command(flatten)]
-        unity: UnityArgs,
         /// Secrets Manager secret holding the Unity Catalog token (plain text, or JSON with a
         /// "token" field).
         #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
@@ -117,8 +123,6 @@ pub(crate) enum Function {
         /// A JSON event, e.g. functions/unity-register/events/eventbridge.json.
         #[arg(long)]
         event: std::path::PathBuf,
-        #[command(flatten)]
-        unity: UnityArgs,
         /// Secrets Manager secret holding the Unity Catalog token (plain text, or JSON with a
         /// "token" field).
         #[arg(long, env = "UC_TOKEN_SECRET_ARN")]
@@ -153,9 +157,23 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
             glue_database,
             table_prefixes,
             dead_letter_queue_url,
+            max_receive_count,
             sync,
+            uc_token_secret_arn,
             timeout_seconds,
         } => {
+            let commit_catalog = match uc_token_secret_arn {
+                Some(arn) => {
+                    let secrets = secrets(context);
+                    let setting = |name: &str| match name {
+                        "UC_URL" => context.unity.uc_url.clone(),
+                        "UC_TOKEN_SECRET_ARN" => Some(arn.clone()),
+                        _ => None,
+                    };
+                    commit_catalog(&setting, Some(secrets.as_ref())).await?
+                }
+                None => context.commit_catalog.clone(),
+            };
             let dead_letters = dead_letter_queue_url.clone().map(|url| {
                 Arc::new(DeadLetterQueue::new(&context.aws, url)) as Arc<dyn DeadLetters>
             });
@@ -165,8 +183,9 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
                     table_prefixes,
                     dead_letter_queue_url,
                     settings: sync.settings()?,
+                    max_receive_count,
                 },
-                lake: context.lake(),
+                lake: context.lake().with_commit_catalog(commit_catalog),
                 dead_letters,
             };
             let event = lambda_event(&event, timeout_seconds)?;
@@ -187,7 +206,6 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
             postgres_allow_insecure,
             postgres_url,
             postgres_password_secret_arn,
-            unity,
             uc_token_secret_arn,
             timeout_seconds,
         } => {
@@ -198,7 +216,9 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
                 },
                 postgres_url,
                 password_secret_arn: postgres_password_secret_arn,
-                unity: unity.config(uc_token_secret_arn, None, None, Vec::new(), None),
+                unity: context
+                    .unity
+                    .config(uc_token_secret_arn, None, None, Vec::new(), None),
                 table_prefixes,
                 allow_replace: lakebase_allow_replace,
                 allowed_schemas: allowed_schemas(lakebase_allowed_schemas.as_deref()),
@@ -219,7 +239,6 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
         }
         Function::UnityRegister {
             event,
-            unity,
             uc_token_secret_arn,
             uc_catalog,
             uc_schema,
@@ -228,7 +247,8 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
             timeout_seconds,
         } => {
             let allowed = allowed_names(allowed_uc_catalogs.as_deref(), "--allowed-uc-catalogs")?;
-            let config = unity
+            let config = context
+                .unity
                 .config(
                     uc_token_secret_arn,
                     uc_catalog,

@@ -5,7 +5,6 @@ use lakemirror_lakebase::config::{PrimaryKey, SourceKeys, SyncKeys, TableKeys, T
 use lakemirror_lakebase::{Connection, SyncedTable, lakebase_sync, read_config};
 use lakemirror_unity::UnityCatalog;
 
-use crate::unity::UnityArgs;
 use crate::{Context, Error, Result, environment};
 
 /// The flags of `lakemirror lakebase-sync`.
@@ -60,8 +59,6 @@ pub(crate) struct Args {
     /// data, and errors end in logs].
     #[arg(long)]
     pub show_values: bool,
-    #[command(flatten)]
-    pub unity: UnityArgs,
 }
 
 /// Syncs each table in turn; every table is tried, the first error is returned at the end.
@@ -73,7 +70,7 @@ pub(crate) async fn run(context: &Context, args: Args) -> Result<String> {
     for table in &mut tables {
         table.show_values = args.show_values;
     }
-    let uc = args.unity.client()?;
+    let uc = context.unity.client()?;
     let connection = Connection::new(args.postgres_url.as_deref(), None, &environment)?
         .verified(args.postgres_ca_pem.clone(), args.postgres_allow_insecure)?;
     sync_tables(context, &tables, connection, args.to_version, uc.as_ref()).await

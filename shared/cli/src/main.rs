@@ -51,6 +51,8 @@ struct Cli {
     memory_size: Option<u64>,
     #[command(flatten)]
     rest: RestArgs,
+    #[command(flatten)]
+    unity: unity::UnityArgs,
 }
 
 /// The Iceberg REST catalog that receives mirrors instead of Glue (glue-sync, verify,
@@ -216,15 +218,17 @@ pub struct Context {
     pub stores: ObjectStores,
     /// Glue, or the REST catalog the --rest-catalog-* flags name.
     pub catalog: Arc<dyn Catalog>,
+    /// Unity Catalog (--uc-url, --uc-token), when given.
+    pub(crate) unity: unity::UnityArgs,
+    /// Unity Catalog as the commit catalog of catalog-managed tables, when given.
+    pub commit_catalog: Option<Arc<dyn lakemirror_delta::CommitCatalog>>,
 }
 
 impl Context {
     /// The stores and the catalog.
     pub fn lake(&self) -> Lakehouse {
-        Lakehouse {
-            stores: self.stores.clone(),
-            catalog: self.catalog.clone(),
-        }
+        Lakehouse::new(self.stores.clone(), self.catalog.clone())
+            .with_commit_catalog(self.commit_catalog.clone())
     }
 }
 
@@ -261,11 +265,20 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let commit_catalog = match cli.unity.commit_catalog() {
+        Ok(commit_catalog) => commit_catalog,
+        Err(e) => {
+            e.print();
+            return ExitCode::FAILURE;
+        }
+    };
     let context = Context {
         stores: config::object_stores(&aws, &environment)
             .with_external_roots(cli.allowed_external_roots.clone()),
         aws,
         catalog,
+        unity: cli.unity.clone(),
+        commit_catalog,
     };
     let outcome = match cli.command {
         Command::GlueSync(args) => return glue_sync::run(&context, args).await,

@@ -1,19 +1,27 @@
-//! Where Unity Catalog is: the flags lakebase-sync, unity-register and `invoke` share.
+//! Where Unity Catalog is: global flags, for every command that reads catalog-managed Delta
+//! tables (their commits ratified by Unity Catalog), registers tables or reads them by name.
+
+use std::sync::Arc;
 
 use clap::Args;
-use lakemirror_unity::UnityCatalog;
+use lakemirror_delta::CommitCatalog;
 use lakemirror_unity::function::UnityConfig;
+use lakemirror_unity::{UnityCatalog, UnityCommits};
 
 use crate::{Error, Result};
 
 /// Where Unity Catalog is.
-#[derive(Args)]
+#[derive(Args, Clone)]
+#[command(next_help_heading = "Unity Catalog")]
 pub(crate) struct UnityArgs {
-    /// Unity Catalog server, without /api/2.1/unity-catalog: https://host[:port].
-    #[arg(long, env = "UC_URL")]
+    /// Unity Catalog server, without /api/2.1/unity-catalog: https://host[:port]. Reads the
+    /// commits it ratified of catalog-managed Delta tables (without it those are read up to
+    /// their newest published version), and is where lakebase-sync finds tables by name and
+    /// unity-register registers them.
+    #[arg(long, global = true, env = "UC_URL")]
     pub uc_url: Option<String>,
     /// Bearer token for Unity Catalog (a personal access token or OAuth token).
-    #[arg(long, env = "UC_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "UC_TOKEN", hide_env_values = true)]
     pub uc_token: Option<String>,
 }
 
@@ -27,9 +35,16 @@ impl UnityArgs {
             .transpose()?)
     }
 
+    /// Unity Catalog as the commit catalog of catalog-managed tables, when --uc-url is given.
+    pub(crate) fn commit_catalog(&self) -> Result<Option<Arc<dyn CommitCatalog>>> {
+        Ok(self
+            .client()?
+            .map(|client| Arc::new(UnityCommits::new(client)) as Arc<dyn CommitCatalog>))
+    }
+
     /// The functions' Unity Catalog configuration, when --uc-url is given.
     pub(crate) fn config(
-        self,
+        &self,
         token_secret_arn: Option<String>,
         catalog: Option<String>,
         schema: Option<String>,
@@ -37,8 +52,8 @@ impl UnityArgs {
         allowed_catalogs: Option<regex::Regex>,
     ) -> Option<UnityConfig> {
         Some(UnityConfig {
-            url: self.uc_url?,
-            token: self.uc_token,
+            url: self.uc_url.clone()?,
+            token: self.uc_token.clone(),
             token_secret_arn,
             catalog,
             schema,

@@ -3,7 +3,7 @@
 use lakemirror_plan::target::allowed_names;
 use lakemirror_unity::{UnityRegisterRequest, unity_register};
 
-use crate::unity::{UnityArgs, missing_uc_url};
+use crate::unity::missing_uc_url;
 use crate::{Context, Result};
 
 /// The flags of `lakemirror unity-register`.
@@ -29,8 +29,6 @@ pub(crate) struct Args {
     /// properties are ignored, with a warning].
     #[arg(long, env = "ALLOWED_UC_CATALOGS")]
     pub allowed_uc_catalogs: Option<String>,
-    #[command(flatten)]
-    pub unity: UnityArgs,
 }
 
 pub(crate) async fn run(context: &Context, args: Args) -> Result<String> {
@@ -43,7 +41,7 @@ pub(crate) async fn run(context: &Context, args: Args) -> Result<String> {
         table: args.table,
         allowed_catalogs,
     };
-    let uc = args.unity.client()?.ok_or_else(missing_uc_url)?;
+    let uc = context.unity.client()?.ok_or_else(missing_uc_url)?;
     let report = unity_register(&context.stores, &uc, &request).await?;
     match &report.full_name {
         Some(name) => eprintln!(

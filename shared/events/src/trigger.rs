@@ -5,7 +5,9 @@
 //! schedule tick that announces nothing), and S3 notifications delivered directly. SQS and
 //! EventBridge envelopes are `aws_lambda_events` types; S3 notifications are read
 //! tolerantly (see [`from_s3_notification`]). Only Delta commit files
-//! (`<root>/_delta_log/<20 digits>.json`) count; everything else is ignored. lakemirror's own
+//! (`<root>/_delta_log/<20 digits>.json`) and the staged commits of catalog-managed tables
+//! (`<root>/_delta_log/_staged_commits/<20 digits>.<uuid>.json`) count; everything else is
+//! ignored. lakemirror's own
 //! requests (the scheduled verify, the steps of a fanned-out bootstrap) are a typed
 //! [`Control`]; one whose name this version does not know is refused, not ignored.
 
@@ -14,7 +16,9 @@ use std::collections::BTreeMap;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lakemirror_plan::layout::FanOutPlan;
-use lakemirror_storage::uri::{AnnouncedTable, allowed_by};
+use lakemirror_storage::uri::{
+    AnnouncedTable, StagedCommitFile, allowed_by, staged_commit_version,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -103,6 +107,10 @@ impl LambdaInput {
                     };
                     Delivery {
                         message_id: message.message_id.clone(),
+                        receive_count: message
+                            .attributes
+                            .get("ApproximateReceiveCount")
+                            .and_then(|count| count.parse().ok()),
                         commits,
                         unreadable,
                         body,
@@ -111,18 +119,21 @@ impl LambdaInput {
                 .collect(),
             LambdaInput::EventBridge(event) => vec![Delivery {
                 message_id: None,
+                receive_count: None,
                 commits: from_eventbridge(event),
                 unreadable: None,
                 body: serde_json::to_string(event).unwrap_or_default(),
             }],
             LambdaInput::Control(control) => vec![Delivery {
                 message_id: None,
+                receive_count: None,
                 commits: Vec::new(),
                 unreadable: None,
                 body: serde_json::to_string(control).unwrap_or_default(),
             }],
             LambdaInput::Other(value) => vec![Delivery {
                 message_id: None,
+                receive_count: None,
                 commits: from_s3_notification(value),
                 unreadable: None,
                 body: value.to_string(),
@@ -138,13 +149,17 @@ pub fn batch_response(message_ids: impl IntoIterator<Item = String>) -> SqsBatch
     response
 }
 
-/// One Delta commit file announced by an event.
+/// One Delta commit file announced by an event: a published commit, or a catalog-managed
+/// table's staged commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitObject {
     pub bucket: String,
     /// Key prefix of the table root, without trailing slash ("" for a bucket-root table).
     pub root: String,
     pub version: i64,
+    /// The file name of a staged commit (`_delta_log/_staged_commits/<name>`); None for a
+    /// published one.
+    pub staged: Option<String>,
     /// When S3 saw the object, in milliseconds since the epoch (for sync lag).
     pub event_time_ms: Option<i64>,
 }
@@ -154,6 +169,9 @@ pub struct CommitObject {
 pub struct Delivery {
     /// The SQS message ID, for partial batch failures.
     pub message_id: Option<String>,
+    /// How often SQS has delivered the message, this time included
+    /// (`ApproximateReceiveCount`).
+    pub receive_count: Option<u32>,
     pub commits: Vec<CommitObject>,
     /// Why the message could not be read at all (it can never succeed).
     pub unreadable: Option<String>,
@@ -168,9 +186,13 @@ pub struct TableTrigger {
     pub root: String,
     /// The newest commit version announced for this table in the batch.
     pub newest_version: i64,
+    /// The staged commits announced (a catalog-managed table's), in version order.
+    pub staged: Vec<StagedCommitFile>,
     /// The earliest event time in the batch, for sync lag.
     pub first_event_time_ms: Option<i64>,
     pub message_ids: Vec<String>,
+    /// The messages SQS has delivered at least this often (`ApproximateReceiveCount`), by id.
+    pub receive_counts: BTreeMap<String, u32>,
 }
 
 impl TableTrigger {
@@ -179,8 +201,23 @@ impl TableTrigger {
         AnnouncedTable {
             table_uri: self.table_uri(),
             newest_version: self.newest_version,
+            staged: self.staged.clone(),
             message_ids: self.message_ids.clone(),
         }
+    }
+
+    /// The messages `messages` of this trigger that are on their last delivery before a queue
+    /// of `max_receive_count` parks them (its redrive policy's `maxReceiveCount`).
+    pub fn on_last_delivery(&self, messages: &[String], max_receive_count: u32) -> Vec<String> {
+        messages
+            .iter()
+            .filter(|id| {
+                self.receive_counts
+                    .get(*id)
+                    .is_some_and(|n| *n >= max_receive_count)
+            })
+            .cloned()
+            .collect()
     }
 
     /// `s3://bucket/root`.
@@ -193,8 +230,30 @@ impl TableTrigger {
     }
 }
 
-/// The table root and version of a Delta commit file key, or None for any other key.
-pub fn commit_object_key(key: &str) -> Option<(String, i64)> {
+/// A Delta commit file's key: its table root, version, and for a staged commit its file name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitKey {
+    pub root: String,
+    pub version: i64,
+    pub staged: Option<String>,
+}
+
+/// The table root and version of a Delta commit file key (`<root>/_delta_log/<v>.json`, or a
+/// staged commit `<root>/_delta_log/_staged_commits/<v>.<uuid>.json`), or None for any other
+/// key.
+pub fn commit_object_key(key: &str) -> Option<CommitKey> {
+    if let Some((log, name)) = key.rsplit_once("/_staged_commits/") {
+        let root = match log.strip_suffix("/_delta_log") {
+            Some(root) => root,
+            None if log == "_delta_log" => "",
+            None => return None,
+        };
+        return Some(CommitKey {
+            root: root.to_string(),
+            version: staged_commit_version(name)?,
+            staged: Some(name.to_string()),
+        });
+    }
     let (root, name) = match key.rsplit_once("/_delta_log/") {
         Some((root, name)) => (root, name),
         None => ("", key.strip_prefix("_delta_log/")?),
@@ -203,7 +262,11 @@ pub fn commit_object_key(key: &str) -> Option<(String, i64)> {
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((root.to_string(), digits.parse().ok()?))
+    Some(CommitKey {
+        root: root.to_string(),
+        version: digits.parse().ok()?,
+        staged: None,
+    })
 }
 
 /// Decodes an S3 notification key: form encoding (`+` is a space), decoded exactly once.
@@ -222,11 +285,16 @@ fn time_ms(value: Option<&Value>) -> Option<i64> {
 }
 
 fn commit(bucket: Option<&str>, key: String, time_ms: Option<i64>) -> Option<CommitObject> {
-    let (root, version) = commit_object_key(&key)?;
+    let CommitKey {
+        root,
+        version,
+        staged,
+    } = commit_object_key(&key)?;
     Some(CommitObject {
         bucket: bucket?.to_string(),
         root,
         version,
+        staged,
         event_time_ms: time_ms,
     })
 }
@@ -337,10 +405,21 @@ pub fn table_triggers(deliveries: &[Delivery], prefixes: &[String]) -> Vec<Table
                     bucket: c.bucket.clone(),
                     root: c.root.clone(),
                     newest_version: c.version,
+                    staged: Vec::new(),
                     first_event_time_ms: c.event_time_ms,
                     message_ids: Vec::new(),
+                    receive_counts: BTreeMap::new(),
                 });
             trigger.newest_version = trigger.newest_version.max(c.version);
+            if let Some(file_name) = &c.staged {
+                let staged = StagedCommitFile {
+                    version: c.version,
+                    file_name: file_name.clone(),
+                };
+                if let Err(at) = trigger.staged.binary_search(&staged) {
+                    trigger.staged.insert(at, staged);
+                }
+            }
             trigger.first_event_time_ms = match (trigger.first_event_time_ms, c.event_time_ms) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -349,6 +428,9 @@ pub fn table_triggers(deliveries: &[Delivery], prefixes: &[String]) -> Vec<Table
                 && !trigger.message_ids.contains(id)
             {
                 trigger.message_ids.push(id.clone());
+                if let Some(count) = delivery.receive_count {
+                    trigger.receive_counts.insert(id.clone(), count);
+                }
             }
         }
     }
@@ -380,13 +462,33 @@ mod tests {
 
     #[test]
     fn commit_keys_are_recognised_and_everything_else_ignored() {
+        let published = |root: &str, version| {
+            Some(CommitKey {
+                root: root.into(),
+                version,
+                staged: None,
+            })
+        };
         assert_eq!(
             commit_object_key("warehouse/orders/_delta_log/00000000000000000042.json"),
-            Some(("warehouse/orders".into(), 42))
+            published("warehouse/orders", 42)
         );
         assert_eq!(
             commit_object_key("_delta_log/00000000000000000000.json"),
-            Some((String::new(), 0))
+            published("", 0)
+        );
+        let staged = "00000000000000000011.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json";
+        assert_eq!(
+            commit_object_key(&format!("t/_delta_log/_staged_commits/{staged}")),
+            Some(CommitKey {
+                root: "t".into(),
+                version: 11,
+                staged: Some(staged.into()),
+            })
+        );
+        assert_eq!(
+            commit_object_key(&format!("_delta_log/_staged_commits/{staged}")).map(|k| k.root),
+            Some(String::new())
         );
         for ignored in [
             "t/_delta_log/00000000000000000010.checkpoint.parquet",
@@ -395,6 +497,9 @@ mod tests {
             "t/_delta_log/00000000000000000004.00000000000000000006.compacted.json",
             "t/_delta_log/.00000000000000000011.json.tmp",
             "t/_delta_log/_commits/00000000000000000011.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json",
+            "t/_staged_commits/00000000000000000011.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json",
+            "t/_delta_log/_staged_commits/00000000000000000011.json",
+            "t/_delta_log/_staged_commits/x/00000000000000000011.u.json",
             "t/_delta_log/0000000000000000011.json",
             "t/part-00000.parquet",
         ] {

@@ -99,12 +99,40 @@ pub trait Catalog: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<IcebergEntry>>;
 }
 
-/// The two seams every sync goes through, built once per process: where tables are opened,
-/// and the catalog.
+/// The seams every sync goes through, built once per process: where tables are opened, the
+/// catalog, and who ratifies the commits of catalog-managed Delta tables.
 #[derive(Clone, Debug)]
 pub struct Lakehouse {
     pub stores: ObjectStores,
     pub catalog: std::sync::Arc<dyn Catalog>,
+    /// Unity Catalog, for catalog-managed Delta tables; None: those are mirrored up to their
+    /// newest published version.
+    pub commit_catalog: Option<std::sync::Arc<dyn lakemirror_delta::CommitCatalog>>,
+}
+
+impl Lakehouse {
+    /// The stores and the catalog, without a commit catalog.
+    pub fn new(stores: ObjectStores, catalog: std::sync::Arc<dyn Catalog>) -> Self {
+        Self {
+            stores,
+            catalog,
+            commit_catalog: None,
+        }
+    }
+
+    /// The same, reading catalog-managed tables' ratified commits from `commit_catalog`.
+    pub fn with_commit_catalog(
+        mut self,
+        commit_catalog: Option<std::sync::Arc<dyn lakemirror_delta::CommitCatalog>>,
+    ) -> Self {
+        self.commit_catalog = commit_catalog;
+        self
+    }
+
+    /// The Delta log of `table`, read as its catalog has it when it is catalog-managed.
+    pub fn delta_log(&self, table: TableStorage) -> lakemirror_delta::DeltaLog {
+        lakemirror_delta::DeltaLog::new(table).with_commit_catalog(self.commit_catalog.clone())
+    }
 }
 
 /// A mirror's catalog table as read before a commit.

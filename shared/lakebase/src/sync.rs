@@ -20,6 +20,7 @@ use crate::postgres::{TableName, pg_error, quote_ident};
 use crate::read::{Rows, SourceColumn, read_file};
 use crate::state::{ensure_state_table, read_state};
 use lakemirror_delta::actions::{Add, Metadata, unsupported_feature};
+use lakemirror_delta::catalog_managed::{self, CatalogManagedReport};
 use lakemirror_delta::{DeltaLog, DeltaSnapshot};
 use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
 use lakemirror_unity::UnityCatalog;
@@ -40,6 +41,10 @@ pub struct LakebaseReport {
     /// True when the target was already at this Delta version.
     pub up_to_date: bool,
     pub elapsed_ms: u64,
+    /// Of a catalog-managed Delta table: what its catalog ratified, or why only the published
+    /// log was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_managed: Option<CatalogManagedReport>,
 }
 
 /// Row counts of one applied sync.
@@ -76,7 +81,11 @@ pub async fn lakebase_sync(
             lakemirror_unity::open_table(stores, uc, &table.source.to_string(), counters).await?
         }
     };
-    let log = DeltaLog::new(store);
+    let commit_catalog = unity.map(|uc| {
+        Arc::new(lakemirror_unity::UnityCommits::new(uc.clone()))
+            as Arc<dyn lakemirror_delta::CommitCatalog>
+    });
+    let log = DeltaLog::new(store).with_commit_catalog(commit_catalog);
     ensure_state_table(client).await?;
 
     let target = &table.target;
@@ -107,6 +116,16 @@ pub async fn lakebase_sync(
         && exists
         && let Some(state) = &state
     {
+        // A catalog-managed table's newest commits may be ratified, not yet published: its
+        // definition tells (read only for tables whose catalog names them).
+        if state
+            .metadata
+            .as_ref()
+            .and_then(catalog_managed::catalog_table_id)
+            .is_some()
+        {
+            log.definition().await?;
+        }
         let increment = tx
             .savepoint("lakemirror_increment")
             .await
@@ -120,7 +139,10 @@ pub async fn lakebase_sync(
                 tx.commit()
                     .await
                     .map_err(|e| pg_error(&format!("committing the increment of {target}"), e))?;
-                return Ok(report(table, Mode::Incremental, applied, started));
+                return Ok(LakebaseReport {
+                    catalog_managed: log.catalog_managed_report(),
+                    ..report(table, Mode::Incremental, applied, started)
+                });
             }
             None => increment
                 .rollback()
@@ -132,7 +154,10 @@ pub async fn lakebase_sync(
     tx.commit()
         .await
         .map_err(|e| pg_error(&format!("committing the refresh of {target}"), e))?;
-    Ok(report(table, Mode::FullRefresh, applied, started))
+    Ok(LakebaseReport {
+        catalog_managed: log.catalog_managed_report(),
+        ..report(table, Mode::FullRefresh, applied, started)
+    })
 }
 
 /// The snapshot's metadata, when the table has one and needs no reader feature lakemirror
@@ -170,6 +195,7 @@ pub(crate) fn report(
         rows_deleted: applied.deleted,
         up_to_date: applied.up_to_date,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        catalog_managed: None,
     }
 }
 

@@ -62,7 +62,7 @@ fn part_of(plan: &FanOutPlan, part: u32) -> Result<FanOutPart> {
 /// Glue table, the snapshot ID and the bucket layout. Reads the whole log once, holding no
 /// file. `parts` is capped at the number of buckets.
 pub async fn plan(
-    stores: &ObjectStores,
+    lake: &Lakehouse,
     request: &GlueSyncRequest,
     parts: u32,
     counters: Arc<IoCounters>,
@@ -71,20 +71,21 @@ pub async fn plan(
         return Err(Error::FanOut("a fan-out needs at least one part".into()));
     }
     let (data, _) = mirror_stores(
-        stores,
+        &lake.stores,
         &request.table_uri,
         request.metadata_uri.as_deref(),
         &counters,
     )?;
+    let log = lake.delta_log(data.clone());
+    // A filtered read is made once: a catalog-managed table is known before it.
+    log.definition().await?;
     let files = Arc::new(AtomicU64::new(0));
     let counted = files.clone();
     let count_only = FileFilter::adds(move |_| {
         counted.fetch_add(1, Ordering::Relaxed);
         false
     });
-    let snapshot = DeltaLog::new(data.clone())
-        .snapshot_of(request.to_version, count_only)
-        .await?;
+    let snapshot = log.snapshot_of(request.to_version, count_only).await?;
     let files = files.load(Ordering::Relaxed);
     let (target, named_by) =
         target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
@@ -117,13 +118,13 @@ pub async fn plan(
 /// the log's definition is read): a plan naming another is refused, so a crafted plan cannot
 /// write a table into another's Glue name.
 pub async fn check_target(
-    stores: &ObjectStores,
+    lake: &Lakehouse,
     request: &GlueSyncRequest,
     plan: &FanOutPlan,
     counters: Arc<IoCounters>,
 ) -> Result<()> {
-    let (data, _) = mirror_stores(stores, &plan.table_uri, None, &counters)?;
-    let definition = DeltaLog::new(data).definition().await?;
+    let (data, _) = mirror_stores(&lake.stores, &plan.table_uri, None, &counters)?;
+    let definition = lake.delta_log(data).definition().await?;
     let (target, named_by) =
         target_defaults(request).resolve(&TargetProperties::of(Some(&definition.metadata)))?;
     if (&target.database, &target.table, named_by) != (&plan.database, &plan.table, plan.named_by) {
@@ -138,19 +139,19 @@ pub async fn check_target(
 /// One part: reads the log at the plan's version keeping only the files of this part's
 /// buckets, and writes their manifests and the part's manifest list.
 pub async fn run_part(
-    stores: &ObjectStores,
+    lake: &Lakehouse,
     plan: &FanOutPlan,
     part: u32,
     counters: Arc<IoCounters>,
 ) -> Result<PartWritten> {
     let part = part_of(plan, part)?;
-    let (data, metadata_store) = plan_stores(plan, stores, &counters)?;
+    let (data, metadata_store) = plan_stores(plan, &lake.stores, &counters)?;
     let scope = data.scope().clone();
     let owned = FileFilter::adds(move |path| {
         // A path the plan refuses is kept, so that the plan reports it.
         data_file_location(&scope, path).map_or(true, |location| part.owns(&location))
     });
-    let snapshot = read_version(&data, plan, owned).await?;
+    let snapshot = read_version(lake, &data, plan, owned).await?;
     let planned = plan_full_taking(data.scope(), None, snapshot)?;
     let writer =
         MetadataWriter::new(metadata_store, data).with_format_version(plan.format_version());
@@ -176,7 +177,7 @@ pub async fn finish(
 ) -> Result<SyncReport> {
     let started = Instant::now();
     let (data, metadata_store) = plan_stores(plan, &lake.stores, &counters)?;
-    let snapshot = read_version(&data, plan, FileFilter::new(|_| false)).await?;
+    let snapshot = read_version(lake, &data, plan, FileFilter::new(|_| false)).await?;
     let definition = plan_full_taking(data.scope(), None, snapshot)?;
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(plan.format_version());
@@ -210,6 +211,7 @@ pub async fn finish(
             thinned_snapshots: 0,
             metadata_location: current.map(|c| c.metadata_location.clone()),
             omitted_columns: Vec::new(),
+            catalog_managed: None,
             attempts: attempt,
             elapsed_ms: 0,
             io: Default::default(),
@@ -280,6 +282,10 @@ pub struct GroupedBootstrap {
 impl GroupedBootstrap {
     pub async fn read(log: &DeltaLog, to_version: Option<i64>, group_files: u64) -> Result<Self> {
         let started = Instant::now();
+        // The log is read filtered, once: a catalog-managed table is known before it.
+        if log.catalog_managed().is_none() {
+            log.definition().await?;
+        }
         // A group holds no more than one read of the log may.
         let group_files = group_files.min(log.limits().held_files);
         let counted = Arc::new(AtomicU64::new(0));
@@ -530,13 +536,15 @@ fn replay(dir: &std::path::Path, group: u32, active: &mut ActiveFileSet) -> Resu
 }
 
 async fn read_version(
+    lake: &Lakehouse,
     data: &TableStorage,
     plan: &FanOutPlan,
     filter: FileFilter,
 ) -> Result<DeltaSnapshot> {
-    Ok(DeltaLog::new(data.clone())
-        .snapshot_of(Some(plan.delta_version), filter)
-        .await?)
+    let log = lake.delta_log(data.clone());
+    // A filtered read is made once: a catalog-managed table is known before it.
+    log.definition().await?;
+    Ok(log.snapshot_of(Some(plan.delta_version), filter).await?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::{FutureExt, StreamExt};
 
@@ -19,7 +19,7 @@ use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
 use lakemirror_storage::IoCounters;
 use lakemirror_storage::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{allowed_by, table_prefixes};
+use lakemirror_storage::uri::{StagedCommitFile, allowed_by, table_prefixes};
 
 use crate::error::{Error, Result};
 use crate::fanout::{self, FanOutPlan};
@@ -42,7 +42,15 @@ pub struct GlueSyncConfig {
     pub dead_letter_queue_url: Option<String>,
     /// How its tables are mirrored.
     pub settings: SyncSettings,
+    /// `MAX_RECEIVE_COUNT`: the sync queue's `maxReceiveCount` (SAM `MaxReceiveCount`). A
+    /// staged commit its catalog has not decided yet is redelivered until its last delivery
+    /// before the queue would park it, and then let go (its publication's event, or the next
+    /// commit's, mirrors it).
+    pub max_receive_count: u32,
 }
+
+/// SQS's redrive `maxReceiveCount` of the template's queues by default.
+pub const DEFAULT_MAX_RECEIVE_COUNT: u32 = 5;
 
 impl GlueSyncConfig {
     /// The sync of `table_uri` these settings describe.
@@ -59,11 +67,28 @@ impl GlueSyncConfig {
                 "is not set: name the Glue database that receives mirrored tables",
             )
         })?;
+        let max_receive_count = match var("MAX_RECEIVE_COUNT") {
+            None => DEFAULT_MAX_RECEIVE_COUNT,
+            Some(value) => value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    Error::setting(
+                        "MAX_RECEIVE_COUNT",
+                        format!(
+                            "{value:?}: give the sync queue's maxReceiveCount, a number above 0"
+                        ),
+                    )
+                })?,
+        };
         Ok(Self {
             database,
             table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
             dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
             settings: SyncSettings::from_settings(setting)?,
+            max_receive_count,
         })
     }
 }
@@ -168,6 +193,19 @@ impl GlueSyncFunction {
             };
             match outcome {
                 Outcome::Synced(report) => synced.push(report),
+                Outcome::Undecided(report) => {
+                    // Redelivered, but never parked for being early: the last delivery before
+                    // the queue would park it is let go.
+                    let last = trigger
+                        .on_last_delivery(&trigger.message_ids, self.config.max_receive_count);
+                    let again: Vec<_> = ids
+                        .into_iter()
+                        .filter(|id| id.as_ref().is_none_or(|id| !last.contains(id)))
+                        .collect();
+                    tracing::info!(table = %trigger.table_uri(), staged = ?trigger.staged, ratified = ?report.catalog_managed.as_ref().and_then(|c| c.ratified_version), redelivered = again.len(), let_go = last.len(), "a staged commit its catalog has not decided yet: the event comes again (one on its last delivery is let go; the commit's publication announces it again)");
+                    retry.extend(again);
+                    synced.push(report);
+                }
                 Outcome::NotStarted => {
                     tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
                     retry.extend(ids);
@@ -280,13 +318,13 @@ impl GlueSyncFunction {
                     return Err(refused(&table_uri));
                 }
                 let request = request(table_uri);
-                let plan = fanout::plan(&self.lake.stores, &request, parts, counters).await?;
+                let plan = fanout::plan(&self.lake, &request, parts, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", plan.database, plan.table), delta_version = plan.delta_version, files = plan.files, buckets = plan.buckets, parts = plan.parts, "planned a fanned-out bootstrap");
                 Ok(GlueSyncResponse::FanOutPlanned(plan))
             }
             Control::FanOutPart { plan, part } => {
                 checked(&plan)?;
-                let written = fanout::run_part(&self.lake.stores, &plan, part, counters).await?;
+                let written = fanout::run_part(&self.lake, &plan, part, counters).await?;
                 Ok(GlueSyncResponse::FanOutPart(written))
             }
             Control::FanOutFinish { plan } => {
@@ -294,7 +332,7 @@ impl GlueSyncFunction {
                 // The Glue table is the one thing a part does not write: checked before the
                 // commit, against the table's own definition and this function's naming.
                 let request = request(plan.table_uri.clone());
-                fanout::check_target(&self.lake.stores, &request, &plan, counters.clone()).await?;
+                fanout::check_target(&self.lake, &request, &plan, counters.clone()).await?;
                 let report = fanout::finish(&self.lake, &plan, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", report.database, report.table), action = ?report.action, delta_version = ?report.delta_version, added_files = report.added_files, "finished a fanned-out bootstrap");
                 Ok(GlueSyncResponse::FanOutFinished(report))
@@ -408,6 +446,7 @@ impl GlueSyncFunction {
             Timed::CutOff(budget) => return Outcome::CutOff(budget),
         };
         match finished {
+            Ok(Ok(report)) if undecided(&report, trigger).is_some() => Outcome::Undecided(report),
             Ok(Ok(report)) => Outcome::Synced(report),
             Ok(Err(e)) => Outcome::Failed(e),
             Err(panic) => Outcome::Failed(Error::Bug {
@@ -442,6 +481,9 @@ impl GlueSyncFunction {
 /// How one table's sync in a batch ended.
 enum Outcome {
     Synced(SyncReport),
+    /// Synced, but a staged commit the event announced is past the newest version its
+    /// catalog ratified, after [`RATIFICATION_WAIT`]: asked again later.
+    Undecided(SyncReport),
     Failed(Error),
     /// Too close to the deadline to start.
     NotStarted,
@@ -486,6 +528,23 @@ impl Parking {
     }
 }
 
+/// How long a sync waits, asking again, for the catalog to decide a staged commit an event
+/// announced before the event is left for redelivery.
+pub const RATIFICATION_WAIT: Duration = Duration::from_secs(4);
+/// The first pause of that wait; each next one is twice as long.
+const RATIFICATION_FIRST_PAUSE: Duration = Duration::from_millis(250);
+
+/// The first staged commit of `trigger` past the newest version the catalog ratified, as the
+/// sync `report` saw it; None when every one is decided (ratified, or lost to another
+/// commit) or no catalog was asked (the mirror then follows the published log only).
+fn undecided<'t>(report: &SyncReport, trigger: &'t TableTrigger) -> Option<&'t StagedCommitFile> {
+    let ratified = report.catalog_managed.as_ref()?.ratified_version?;
+    trigger
+        .staged
+        .iter()
+        .find(|staged| staged.version > ratified)
+}
+
 async fn sync_one(
     lake: &Lakehouse,
     config: &GlueSyncConfig,
@@ -496,7 +555,15 @@ async fn sync_one(
         known_version: Some(trigger.newest_version),
         ..config.request(trigger.table_uri())
     };
-    let report = glue_sync(lake, &request, counters).await?;
+    let mut report = glue_sync(lake, &request, counters.clone()).await?;
+    // A staged commit's event arrives before the catalog ratifies it: ask again, briefly.
+    let waiting = Instant::now();
+    let mut pause = RATIFICATION_FIRST_PAUSE;
+    while undecided(&report, trigger).is_some() && waiting.elapsed() + pause <= RATIFICATION_WAIT {
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+        report = glue_sync(lake, &request, counters.clone()).await?;
+    }
     let lag_ms = trigger.first_event_time_ms.map(|t| {
         chrono::Utc::now()
             .timestamp_millis()

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lakemirror_delta::{CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
+use lakemirror_delta::catalog_managed::CatalogManagedReport;
+use lakemirror_delta::{CatalogManaged, CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
 use lakemirror_plan::expiry::expiring_plans;
 use lakemirror_plan::history::{HistoryPolicy, merge_thinned};
 use lakemirror_plan::partition::is_avro_name;
@@ -139,6 +140,10 @@ pub struct SyncReport {
     /// Columns left out of the Iceberg schema because Java Iceberg cannot read them
     /// (`lakemirror.omitted-columns`).
     pub omitted_columns: Vec<String>,
+    /// For a catalog-managed Delta table: what its catalog ratified, or why the mirror is
+    /// limited to the published log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_managed: Option<CatalogManagedReport>,
     pub attempts: u32,
     pub elapsed_ms: u64,
     pub io: IoTotals,
@@ -190,7 +195,7 @@ pub async fn glue_sync(
         &counters,
     )?;
     let defaults = target_defaults(request);
-    let log = DeltaLog::new(data.clone());
+    let log = lake.delta_log(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(request.format_version)
         .with_history(request.history);
@@ -244,6 +249,13 @@ pub async fn glue_sync(
         if read.current.is_none() && read.lost.is_none() {
             refuse_nested(&lake.stores, &data, &counters).await?;
         }
+        // A mirror of a catalog-managed table reads past the published log from the start:
+        // its newest versions may exist only as the commits its catalog ratified.
+        if let Some(id) = read.current.as_ref().and_then(|c| c.catalog_table_id())
+            && log.catalog_managed().is_none()
+        {
+            log.ratify(Some(id)).await?;
+        }
         let planned = match plan(&log, &read, request, history.take(), in_groups).await {
             Err(Error::SourceMissing { table, glue_table })
                 if request.on_missing_source == OnMissingSource::Drop =>
@@ -265,6 +277,7 @@ pub async fn glue_sync(
                     thinned_snapshots: 0,
                     metadata_location: None,
                     omitted_columns: Vec::new(),
+                    catalog_managed: log.catalog_managed_report(),
                     attempts: attempt,
                     elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     io: counters.totals(),
@@ -302,8 +315,14 @@ pub async fn glue_sync(
                 continue;
             }
         }
-        let plans = planned.plans;
+        let mut plans = planned.plans;
         let grouped = planned.grouped;
+        if let Some(newest) = plans.last_mut() {
+            newest.catalog_table_id = Some(
+                log.catalog_managed()
+                    .and_then(|c| c.table_id().map(str::to_string)),
+            );
+        }
         let mut report = SyncReport {
             action: SyncAction::Unchanged,
             reason: planned.rebuilt.clone(),
@@ -326,6 +345,7 @@ pub async fn glue_sync(
                 .as_ref()
                 .map(CommittedTable::omitted_columns)
                 .unwrap_or_default(),
+            catalog_managed: None,
             attempts: attempt,
             elapsed_ms: 0,
             io: IoTotals::default(),
@@ -393,6 +413,14 @@ pub async fn glue_sync(
                 .is_none_or(|r| r.properties != properties && r.delta_version <= version)
         {
             remember_properties(&metadata_store, data.root_uri(), version, &properties).await?;
+        }
+        report.catalog_managed = log.catalog_managed_report();
+        if let Some(limited) = report
+            .catalog_managed
+            .as_ref()
+            .and_then(|c| c.limited.as_ref())
+        {
+            tracing::warn!(table = %read.full_name(), "{limited}");
         }
         report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report.io = counters.totals();
@@ -496,6 +524,17 @@ async fn plan(
     };
     let (identity, commits) = tokio::join!(identity, commits);
     let identity = identity?;
+    if identity == Identity::Missing
+        && matches!(
+            log.catalog_managed(),
+            Some(CatalogManaged::PublishedOnly { .. })
+        )
+    {
+        // The mirror holds commits its catalog ratified that are not published yet; without
+        // the catalog nothing past the published log can be read, nor the mirror checked.
+        tracing::warn!(table = %read.full_name(), synced, "the mirror is past the Delta table's published log; without its catalog it is left as it is");
+        return Ok(Planned::default());
+    }
     if matches!(identity, Identity::Missing | Identity::Changed) {
         return checked_full(log, read, current, &view, synced, request, identity).await;
     }
@@ -918,10 +957,7 @@ mod tests {
 
     fn lake() -> (Lakehouse, Arc<InMemoryCatalog>) {
         let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
-        let lake = Lakehouse {
-            stores: ObjectStores::in_memory(),
-            catalog: catalog.clone(),
-        };
+        let lake = Lakehouse::new(ObjectStores::in_memory(), catalog.clone());
         (lake, catalog)
     }
 
@@ -1305,5 +1341,215 @@ mod tests {
             assert!(pause >= Duration::from_millis(25));
         }
         assert!(backoff(1) <= Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod catalog_managed_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use lakemirror_delta::catalog_managed::RatifiedCommit;
+    use lakemirror_delta::test_tables::{
+        InMemoryCommitCatalog, add, catalog_managed_commit, commit_info, write_commit, write_staged,
+    };
+    use lakemirror_iceberg::catalog::InMemoryCatalog;
+    use lakemirror_plan::properties::CATALOG_TABLE_ID_PROPERTY;
+    use lakemirror_storage::ObjectStores;
+
+    const ROOT: &str = "s3://lake/managed";
+
+    struct Rig {
+        lake: Lakehouse,
+        catalog: Arc<InMemoryCatalog>,
+        commits: Arc<InMemoryCommitCatalog>,
+        table: TableStorage,
+    }
+
+    async fn rig() -> Rig {
+        let catalog = Arc::new(InMemoryCatalog::with_databases(&["lake"]));
+        let commits = Arc::new(InMemoryCommitCatalog::default());
+        let lake = Lakehouse::new(ObjectStores::in_memory(), catalog.clone())
+            .with_commit_catalog(Some(commits.clone()));
+        let table = lake.stores.open(ROOT, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &catalog_managed_commit("t", "uc-1", &[("id", "long")]),
+        )
+        .await;
+        commits.create("uc-1", ROOT);
+        Rig {
+            lake,
+            catalog,
+            commits,
+            table,
+        }
+    }
+
+    impl Rig {
+        async fn stage(&self, version: i64, uuid: &str) -> RatifiedCommit {
+            write_staged(
+                &self.table,
+                version,
+                uuid,
+                &[
+                    commit_info(1_700_000_000_000 + version),
+                    add(&format!("{uuid}.parquet"), 10, &[]),
+                ],
+            )
+            .await
+        }
+
+        /// Publishes a staged commit into `_delta_log/` (a copy of its bytes).
+        async fn publish(&self, commit: &RatifiedCommit) {
+            let staged = self
+                .table
+                .location(&format!("_delta_log/_staged_commits/{}", commit.file_name));
+            let (bytes, _) = self.table.get(&staged).await.unwrap();
+            let published = self
+                .table
+                .location(&format!("_delta_log/{:020}.json", commit.version));
+            self.table.put(&published, bytes).await.unwrap();
+        }
+
+        async fn sync(&self, known: i64) -> Result<SyncReport> {
+            let request = GlueSyncRequest {
+                known_version: Some(known),
+                ..GlueSyncRequest::new(ROOT, "lake")
+            };
+            glue_sync(&self.lake, &request, Arc::default()).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_catalog_managed_table_is_mirrored_as_its_catalog_ratifies_it() {
+        let rig = rig().await;
+        let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        rig.commits.ratify("uc-1", first.clone());
+        let created = rig.sync(1).await.unwrap();
+        assert_eq!(
+            (created.action, created.delta_version),
+            (SyncAction::Created, Some(1))
+        );
+        let managed = created.catalog_managed.clone().unwrap();
+        assert_eq!(managed.ratified_version, Some(1));
+        assert_eq!(managed.limited, None);
+        let properties = rig.catalog.parameters("lake", "managed").unwrap();
+        let metadata_location = properties["metadata_location"].clone();
+        let (bytes, _) = rig.table.get(&metadata_location).await.unwrap();
+        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            metadata
+                .properties()
+                .get(CATALOG_TABLE_ID_PROPERTY)
+                .map(String::as_str),
+            Some("uc-1")
+        );
+
+        // Staged, not yet ratified: nothing to mirror, and the report says how far the
+        // catalog got.
+        let second = rig.stage(2, "00000000-0000-4000-8000-000000000002").await;
+        let early = rig.sync(2).await.unwrap();
+        assert_eq!(
+            (early.action, early.delta_version),
+            (SyncAction::Unchanged, Some(1))
+        );
+        assert_eq!(early.catalog_managed.unwrap().ratified_version, Some(1));
+        rig.commits.ratify("uc-1", second.clone());
+        let ratified = rig.sync(2).await.unwrap();
+        assert_eq!(
+            (ratified.action, ratified.delta_version),
+            (SyncAction::Synced, Some(2))
+        );
+
+        // Published much later, the catalog told: the backfill events change nothing.
+        rig.publish(&first).await;
+        rig.publish(&second).await;
+        rig.commits.published("uc-1", 2);
+        for version in [1, 2] {
+            let backfill = rig.sync(version).await.unwrap();
+            assert_eq!(
+                (backfill.action, backfill.delta_version),
+                (SyncAction::Unchanged, Some(2)),
+                "{version}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_catalog_down_fails_the_sync_retryably_and_leaves_the_mirror_alone() {
+        let rig = rig().await;
+        let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        rig.commits.ratify("uc-1", first);
+        rig.sync(1).await.unwrap();
+        let second = rig.stage(2, "00000000-0000-4000-8000-000000000002").await;
+        rig.commits.ratify("uc-1", second);
+        rig.commits.set_down(true);
+        let err = rig.sync(2).await.unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        rig.commits.set_down(false);
+        assert_eq!(rig.sync(2).await.unwrap().delta_version, Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_catalog_the_mirror_follows_the_published_log_and_never_goes_back() {
+        let rig = rig().await;
+        let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        rig.commits.ratify("uc-1", first.clone());
+        let without = Lakehouse::new(rig.lake.stores.clone(), rig.catalog.clone());
+        let request = GlueSyncRequest::new(ROOT, "lake");
+        let limited = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        assert_eq!(
+            (limited.action, limited.delta_version),
+            (SyncAction::Created, Some(0))
+        );
+        let managed = limited.catalog_managed.unwrap();
+        assert_eq!(managed.ratified_version, None);
+        assert!(managed.limited.unwrap().contains("UC_URL"));
+        // With its catalog the mirror goes on to version 1; without it again, a mirror
+        // past the published log is left as it is, not rebuilt as a re-created table.
+        assert_eq!(rig.sync(1).await.unwrap().delta_version, Some(1));
+        let left = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        assert_eq!(
+            (left.action, left.delta_version),
+            (SyncAction::Unchanged, Some(1))
+        );
+        rig.publish(&first).await;
+        let published = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        assert_eq!(
+            (published.action, published.delta_version),
+            (SyncAction::Unchanged, Some(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_staged_file_the_catalog_did_not_ratify_is_never_mirrored() {
+        let rig = rig().await;
+        let winner = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        // A writer of the table drops staged files of its own: a loser of version 1 and
+        // one for version 2 the catalog never heard of.
+        rig.stage(1, "ffffffff-0000-4000-8000-000000000001").await;
+        rig.stage(2, "ffffffff-0000-4000-8000-000000000002").await;
+        rig.commits.ratify("uc-1", winner);
+        let report = rig.sync(2).await.unwrap();
+        assert_eq!(report.delta_version, Some(1));
+        let verify = crate::verify::verify(
+            &rig.lake,
+            &crate::verify::VerifyRequest {
+                table_uri: ROOT.into(),
+                database: "lake".into(),
+                table: None,
+                metadata_uri: None,
+                version: None,
+                max_differences: 5,
+            },
+            Arc::default(),
+        )
+        .await
+        .unwrap();
+        assert!(verify.equal, "{:?}", verify.differences);
+        assert_eq!(verify.delta_files, 1);
+        assert_eq!(verify.catalog_managed.unwrap().ratified_version, Some(1));
     }
 }

@@ -156,6 +156,23 @@ pub struct TableStatus {
     pub last_error_at: Option<String>,
     /// Why the status could not be read.
     pub error: Option<String>,
+    /// Of a catalog-managed Delta table: the versions its catalog ratified and published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_managed: Option<CatalogManagedStatus>,
+}
+
+/// Where a catalog-managed Delta table stands: its newest version is the newest its catalog
+/// ratified; publication into `_delta_log/` may lag behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogManagedStatus {
+    pub table_id: Option<String>,
+    /// The newest version the catalog ratified; None when no catalog was asked.
+    pub ratified_version: Option<i64>,
+    /// The newest version published in `_delta_log/`.
+    pub published_version: Option<i64>,
+    /// Why the mirror can follow only the published log, and which setting lifts that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited: Option<String>,
 }
 
 /// The newest Delta version at or after `from`, which the caller knows to exist, and the
@@ -193,7 +210,7 @@ where
 
 /// The status of one mirror.
 pub async fn table_status(
-    stores: &ObjectStores,
+    lake: &Lakehouse,
     mirror: &Mirror,
     now_ms: i64,
     parked: &HashMap<String, ParkedError>,
@@ -218,12 +235,26 @@ pub async fn table_status(
         last_error: parked.map(|p| p.error.clone()),
         last_error_at: parked.map(|p| rfc3339(p.sent_at_ms)),
         error: None,
+        catalog_managed: None,
     };
     let Some(mirrored) = mirrored_version else {
         status.error = Some("the current snapshot names no delta.version".into());
         return status;
     };
-    match probe(stores, mirror, mirrored, counters).await {
+    let probed = match mirror.committed.catalog_table_id() {
+        Some(id) => {
+            let read = catalog_managed_status(lake, mirror, id, counters).await;
+            match read {
+                Ok((probed, managed)) => {
+                    status.catalog_managed = Some(managed);
+                    Ok(probed)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        None => probe(&lake.stores, mirror, mirrored, counters).await,
+    };
+    match probed {
         Ok(None) => status.state = State::SourceMissing,
         Ok(Some(Probed {
             newest,
@@ -295,6 +326,38 @@ async fn probe(
     }))
 }
 
+/// Where a catalog-managed table stands: the newest version its catalog ratified (the
+/// published one without a catalog) and the newest published one.
+async fn catalog_managed_status(
+    lake: &Lakehouse,
+    mirror: &Mirror,
+    table_id: &str,
+    counters: &Arc<IoCounters>,
+) -> Result<(Option<Probed>, CatalogManagedStatus)> {
+    let log = lake.delta_log(
+        lake.stores
+            .open(&mirror.delta_table_uri, counters.clone())?,
+    );
+    let (ratified, published) = futures::join!(log.ratify(Some(table_id)), log.published_version());
+    ratified?;
+    let published = published?;
+    let read = log.catalog_managed();
+    let ratified_version = read.as_ref().and_then(|r| r.ratified_version());
+    let newest = ratified_version.or(published);
+    Ok((
+        newest.map(|newest| Probed {
+            newest,
+            waiting_since_ms: None,
+        }),
+        CatalogManagedStatus {
+            table_id: Some(table_id.to_string()),
+            ratified_version,
+            published_version: published,
+            limited: read.and_then(|r| r.limited()),
+        },
+    ))
+}
+
 /// Statuses of every mirror of `database` under `prefixes`, with the last error parked per
 /// Delta table URI (from a dead-letter queue; empty without one).
 pub async fn status(
@@ -307,7 +370,7 @@ pub async fn status(
     let (mirrors, unreadable) = mirrors(lake, database, prefixes, counters).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut statuses: Vec<TableStatus> = futures::stream::iter(&mirrors)
-        .map(|mirror| table_status(&lake.stores, mirror, now_ms, parked, counters))
+        .map(|mirror| table_status(lake, mirror, now_ms, parked, counters))
         .buffered(TABLES_AT_ONCE)
         .collect()
         .await;
@@ -323,6 +386,7 @@ pub async fn status(
         last_error: None,
         last_error_at: None,
         error: Some(u.error),
+        catalog_managed: None,
     }));
     statuses.sort_by(|a, b| a.glue_table.cmp(&b.glue_table));
     Ok(statuses)
@@ -492,6 +556,7 @@ mod tests {
             last_error: Some("a first line\nand a second".into()),
             last_error_at: None,
             error: None,
+            catalog_managed: None,
         };
         let text = table_text(&[line]);
         let lines: Vec<&str> = text.lines().collect();

@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use iceberg::spec::{DataContentType, DataFile, Literal, PrimitiveLiteral, Struct};
 
-use lakemirror_delta::DeltaLog;
 use lakemirror_plan::layout::referenced_data_file;
 use lakemirror_plan::properties::{DELTA_COMMIT_HASH, DELTA_VERSION};
 use lakemirror_plan::target::default_table_name;
@@ -27,6 +26,7 @@ use lakemirror_storage::{IoCounters, IoTotals};
 
 use crate::error::{Error, Result};
 use crate::glue_sync::mirror_stores;
+use crate::status::CatalogManagedStatus;
 use lakemirror_iceberg::catalog::Lakehouse;
 use lakemirror_iceberg::writer::MetadataWriter;
 
@@ -119,6 +119,9 @@ pub struct VerifyReport {
     pub differences: Vec<Difference>,
     pub elapsed_ms: u64,
     pub io: IoTotals,
+    /// Of a catalog-managed Delta table: the versions its catalog ratified and published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_managed: Option<CatalogManagedStatus>,
 }
 
 /// Reads the Delta log at the version and the mirror's snapshot of it, and compares them.
@@ -183,7 +186,20 @@ pub async fn verify(
             Error::catalog_state(format!("snapshot {} vanished", mirrored.snapshot_id))
         })?;
 
-    let log = DeltaLog::new(data.clone());
+    let log = lake.delta_log(data.clone());
+    let catalog_managed = match committed.catalog_table_id() {
+        Some(id) => {
+            log.ratify(Some(id)).await?;
+            let read = log.catalog_managed();
+            Some(CatalogManagedStatus {
+                table_id: Some(id.to_string()),
+                ratified_version: read.as_ref().and_then(|r| r.ratified_version()),
+                published_version: log.published_version().await?,
+                limited: read.and_then(|r| r.limited()),
+            })
+        }
+        None => None,
+    };
     let delta = match log.snapshot(Some(version)).await {
         Ok(delta) => delta,
         Err(e @ lakemirror_delta::Error::NoSuchVersion { .. }) if request.version.is_none() => {
@@ -194,16 +210,19 @@ pub async fn verify(
                 None,
                 format!("the current snapshot mirrors Delta version {version}, but {reason}"),
             ));
-            return Ok(report(
-                request,
-                (&read.database, &read.name),
-                committed,
-                (version, mirrored.snapshot_id),
-                Counts::default(),
-                differences,
-                started,
-                &counters,
-            ));
+            return Ok(VerifyReport {
+                catalog_managed,
+                ..report(
+                    request,
+                    (&read.database, &read.name),
+                    committed,
+                    (version, mirrored.snapshot_id),
+                    Counts::default(),
+                    differences,
+                    started,
+                    &counters,
+                )
+            });
         }
         Err(e) => return Err(e.into()),
     };
@@ -267,16 +286,19 @@ pub async fn verify(
             .count(),
         snapshots_checked: chain.len(),
     };
-    Ok(report(
-        request,
-        (&read.database, &read.name),
-        committed,
-        (version, mirrored.snapshot_id),
-        counts,
-        differences,
-        started,
-        &counters,
-    ))
+    Ok(VerifyReport {
+        catalog_managed,
+        ..report(
+            request,
+            (&read.database, &read.name),
+            committed,
+            (version, mirrored.snapshot_id),
+            counts,
+            differences,
+            started,
+            &counters,
+        )
+    })
 }
 
 #[derive(Debug, Default)]
@@ -318,6 +340,7 @@ fn report(
         differences,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         io: counters.totals(),
+        catalog_managed: None,
     }
 }
 

@@ -7,8 +7,8 @@ use iceberg::spec::TableMetadata;
 use crate::error::{Error, Result};
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use crate::properties::{
-    COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY, DELTA_VERSION,
-    OMITTED_COLUMNS_PROPERTY, PHYSICAL_NAMES_PROPERTY,
+    CATALOG_TABLE_ID_PROPERTY, COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY,
+    DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, PHYSICAL_NAMES_PROPERTY,
 };
 use crate::snapshot::IcebergView;
 
@@ -110,6 +110,14 @@ impl CommittedTable {
         self.metadata
             .properties()
             .get(DELTA_TABLE_ID_PROPERTY)
+            .map(String::as_str)
+    }
+
+    /// The catalog's id of the Delta table mirrored, when it is catalog-managed.
+    pub fn catalog_table_id(&self) -> Option<&str> {
+        self.metadata
+            .properties()
+            .get(CATALOG_TABLE_ID_PROPERTY)
             .map(String::as_str)
     }
 

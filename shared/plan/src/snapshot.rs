@@ -71,6 +71,9 @@ pub struct SnapshotPlan {
     pub commit_hash: Option<u64>,
     /// The Delta table's `metaData.id`, when this version's metadata is known.
     pub delta_table_id: Option<String>,
+    /// Whether the Delta table is catalog-managed, with its catalog's id, when the sync knows
+    /// (set by the sync from how it read the log; planning leaves it None).
+    pub catalog_table_id: Option<Option<String>>,
     /// The oldest `deletionTimestamp` of the files this version removed (else its commit
     /// time): VACUUM may delete them one retention period later.
     pub removed_at_ms: Option<i64>,
@@ -174,6 +177,7 @@ fn plan_full_of(
         commit_timestamp_ms: snapshot.timestamp_ms,
         commit_hash: snapshot.commit_hash,
         delta_table_id: metadata.id.clone(),
+        catalog_table_id: None,
         // Over an existing mirror, the files this replaces left the Delta table at times
         // the checkpoint does not tell: date their removal as early as can be, so that the
         // snapshots before expire at once.
@@ -414,6 +418,7 @@ pub fn plan_commits(
             commit_timestamp_ms: commit.timestamp_ms,
             commit_hash: Some(commit.content_hash),
             delta_table_id: commit.metadata.as_ref().and_then(|m| m.id.clone()),
+            catalog_table_id: None,
             removed_at_ms: (!commit.removes.is_empty()).then(|| {
                 commit
                     .removes

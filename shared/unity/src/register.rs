@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use lakemirror_delta::{DeltaLog, Metadata};
+use lakemirror_delta::{DeltaLog, Metadata, catalog_managed};
 use lakemirror_plan::target::default_table_name;
 use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, canonical_uri, crash};
 
@@ -61,8 +61,12 @@ pub struct UnityReport {
     pub table_uri: String,
     /// `catalog.schema.table`; None when the table opted out.
     pub full_name: Option<String>,
-    /// `created`, `recreated`, `up_to_date` or `opted_out`.
+    /// `created`, `recreated`, `up_to_date`, `opted_out`, or `catalog_managed` (the table is
+    /// the catalog's own: see `reason`).
     pub action: &'static str,
+    /// Why nothing was registered, when that is not the table's own choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub delta_version: i64,
     pub columns: usize,
     pub elapsed_ms: u64,
@@ -282,11 +286,25 @@ pub async fn unity_register(
         table_uri: root.clone(),
         full_name,
         action,
+        reason: None,
         delta_version: definition.version,
         columns,
         elapsed_ms: started.elapsed().as_millis() as u64,
         io: counters.totals(),
     };
+    // A catalog-managed table is a managed table of its catalog already: a second entry,
+    // EXTERNAL over the same files, would stand beside the catalog's own.
+    if catalog_managed::is_catalog_managed(&definition.protocol) {
+        let id = catalog_managed::catalog_table_id(metadata).unwrap_or("none");
+        let reason = format!(
+            "the table is catalog-managed (catalog table id {id}): it is its catalog's own managed table, and registering it again as an EXTERNAL table would make a second entry; nothing was registered"
+        );
+        tracing::info!(table = %root, "{reason}");
+        return Ok(UnityReport {
+            reason: Some(reason),
+            ..report(None, "catalog_managed", 0)
+        });
+    }
     let Some(name) = resolve_name(request, &metadata.configuration, folder)? else {
         tracing::info!(table = %root, "{ENABLED_PROPERTY}=false: not registered");
         return Ok(report(None, "opted_out", 0));

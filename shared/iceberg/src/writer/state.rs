@@ -800,6 +800,15 @@ pub(super) fn set_definition_properties(
     if let Some(id) = plan.delta_table_id.take() {
         properties.insert(DELTA_TABLE_ID_PROPERTY.to_string(), id);
     }
+    match plan.catalog_table_id.take() {
+        Some(Some(id)) => {
+            properties.insert(CATALOG_TABLE_ID_PROPERTY.to_string(), id);
+        }
+        Some(None) => {
+            properties.remove(CATALOG_TABLE_ID_PROPERTY);
+        }
+        None => {}
+    }
     if let Some(mapping) = plan.name_mapping.take() {
         properties.insert(
             iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING.to_string(),
