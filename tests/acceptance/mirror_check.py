@@ -21,6 +21,19 @@ def files_of_current_snapshot(database, table, catalog=None) -> list[str]:
             for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)]
 
 
+def omitted_declarations(properties) -> list[dict]:
+    """`lakemirror.omitted-columns`: [{"column": path, "reason": text}], each with its reason."""
+    declared = json.loads(properties.get("lakemirror.omitted-columns", "[]"))
+    assert all(isinstance(d, dict) and d.get("column") and d.get("reason") for d in declared), \
+        f"every column left out is declared with its reason: {declared}"
+    return declared
+
+
+def omitted_columns(properties) -> list[str]:
+    """The logical paths of the columns a mirror leaves out."""
+    return [d["column"] for d in omitted_declarations(properties)]
+
+
 def assert_mirrors(delta_uri, database, table, result, storage_options=None, version=None, expected_rows=None,
                    java=None, catalog=None):
     """The Glue table at `result` equals the Delta table at `version` (newest when None).
@@ -37,7 +50,7 @@ def assert_mirrors(delta_uri, database, table, result, storage_options=None, ver
     assert result.json["delta_version"] == delta.version()
     catalog = catalog or judge.glue_catalog()
     iceberg = catalog.load_table((database, table))
-    omitted = json.loads(iceberg.properties.get("lakemirror.omitted-columns", "[]"))
+    omitted = omitted_columns(iceberg.properties)
     assert result.json.get("omitted_columns", []) == omitted, "the report names the columns left out"
     want, columns = without_paths(want, columns, omitted)
     got = judge.iceberg_rows_pyiceberg(database, table, columns=columns, catalog=catalog)

@@ -234,6 +234,13 @@ const SUPPORTED_READER_FEATURES: &[&str] = &[
     // `catalog_managed`).
     "catalogManaged",
     "catalogOwned-preview",
+    // Column types: a mirror holds them in format version 3 and leaves the column out by
+    // name in 2; they never change which rows exist.
+    "variantType",
+    "variantType-preview",
+    "variantShredding-preview",
+    "variantShredding",
+    "geospatial",
 ];
 
 /// Delta's default `delta.deletedFileRetentionDuration`: one week.

@@ -38,6 +38,11 @@ pub struct DeltaField {
     /// `delta.columnMapping.nested.ids` (IcebergCompat tables): IDs of the list elements and
     /// map keys/values inside this field, by path (`<physical name>.element`, `….key`, …).
     pub nested_ids: HashMap<String, i32>,
+    /// Column defaults (`allowColumnDefaults`), as Spark SQL text: `EXISTS_DEFAULT`, the value
+    /// of rows written before the column had one, and `CURRENT_DEFAULT`, what a writer puts
+    /// when it gives none.
+    pub exists_default: Option<String>,
+    pub current_default: Option<String>,
 }
 
 impl DeltaField {
@@ -149,8 +154,16 @@ fn parse_field(value: &Value) -> Result<DeltaField, String> {
                 })
         })
         .collect::<Result<HashMap<_, _>, String>>()?;
+    let text = |key: &str| {
+        metadata
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     Ok(DeltaField {
         nested_ids,
+        exists_default: text("EXISTS_DEFAULT"),
+        current_default: text("CURRENT_DEFAULT"),
         name: name.to_string(),
         data_type: parse_type(
             value

@@ -205,7 +205,7 @@ impl Lakehouse {
                 return Ok(table(None, Some(location), Some(entry)));
             }
         };
-        let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
+        let metadata: TableMetadata = crate::metadata_json::from_bytes(&bytes).map_err(|e| {
             Error::CatalogState(format!(
                 "{kind} table {full}: metadata {location} is not Iceberg table metadata ({e})"
             ))

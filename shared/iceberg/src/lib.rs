@@ -6,6 +6,7 @@
 mod avro_header;
 pub mod catalog;
 mod error;
+pub mod metadata_json;
 pub mod puffin;
 pub mod writer;
 

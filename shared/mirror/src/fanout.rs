@@ -90,7 +90,7 @@ pub async fn plan(
     let (target, named_by) =
         target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
     let delta_version = snapshot.version;
-    let empty = plan_full_taking(data.scope(), None, snapshot)?;
+    let empty = plan_full_taking(data.scope(), None, snapshot, request.format_version)?;
     let format_version = match empty.format_version.unwrap_or(request.format_version) {
         FormatVersion::V3 => 3,
         _ => 2,
@@ -152,7 +152,7 @@ pub async fn run_part(
         data_file_location(&scope, path).map_or(true, |location| part.owns(&location))
     });
     let snapshot = read_version(lake, &data, plan, owned).await?;
-    let planned = plan_full_taking(data.scope(), None, snapshot)?;
+    let planned = plan_full_taking(data.scope(), None, snapshot, plan.format_version())?;
     let writer =
         MetadataWriter::new(metadata_store, data).with_format_version(plan.format_version());
     let written = writer.stage_part(planned, &part).await?;
@@ -178,7 +178,7 @@ pub async fn finish(
     let started = Instant::now();
     let (data, metadata_store) = plan_stores(plan, &lake.stores, &counters)?;
     let snapshot = read_version(lake, &data, plan, FileFilter::new(|_| false)).await?;
-    let definition = plan_full_taking(data.scope(), None, snapshot)?;
+    let definition = plan_full_taking(data.scope(), None, snapshot, plan.format_version())?;
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(plan.format_version());
     let staged = writer
@@ -397,7 +397,8 @@ impl GroupedBootstrap {
             async move {
                 let mut task = AbortOnDrop(tokio::spawn(async move {
                     replay(&spill, group, &mut snapshot.active)?;
-                    let planned = plan_full_taking(&scope, None, snapshot)?;
+                    let planned =
+                        plan_full_taking(&scope, None, snapshot, writer.format_version())?;
                     Ok::<_, Error>(writer.stage_part(planned, &part).await?)
                 }));
                 (&mut task.0).await.map_err(|e| {
@@ -420,7 +421,12 @@ impl GroupedBootstrap {
                 "wrote a group of the bootstrap"
             );
         }
-        let definition = plan_full_taking(&self.scope, None, self.snapshot.clone())?;
+        let definition = plan_full_taking(
+            &self.scope,
+            None,
+            self.snapshot.clone(),
+            writer.format_version(),
+        )?;
         let staged = writer
             .stage_parts(definition, snapshot_id, self.buckets, self.groups)
             .await?;

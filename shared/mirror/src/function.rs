@@ -587,9 +587,13 @@ async fn sync_one(
 
 /// The metrics of a committed sync: its duration and, for an S3 event, event-to-committed lag.
 fn sync_metrics(report: &SyncReport, lag_ms: Option<i64>) -> MetricRecord {
-    let record = MetricRecord::new("Table", format!("{}.{}", report.database, report.table))
+    let mut record = MetricRecord::new("Table", format!("{}.{}", report.database, report.table))
         .with(Metric::SyncDuration, report.elapsed_ms)
+        .with(Metric::OmittedColumns, report.omitted_columns.len())
         .with_property("SnapshotsCommitted", report.snapshots_committed);
+    if let Some(managed) = &report.catalog_managed {
+        record = record.with(Metric::PublishedOnly, u64::from(managed.limited.is_some()));
+    }
     match lag_ms {
         Some(lag) => record.with(Metric::SyncLag, lag),
         None => record,

@@ -137,8 +137,8 @@ pub struct SyncReport {
     /// per day, outside the per-version window).
     pub thinned_snapshots: usize,
     pub metadata_location: Option<String>,
-    /// Columns left out of the Iceberg schema because Java Iceberg cannot read them
-    /// (`lakemirror.omitted-columns`).
+    /// Columns left out of the Iceberg schema: a type or a widening its format version cannot
+    /// hold, or a column Java Iceberg cannot read (`lakemirror.omitted-columns` says why).
     pub omitted_columns: Vec<String>,
     /// For a catalog-managed Delta table: what its catalog ratified, or why the mirror is
     /// limited to the published log.
@@ -393,8 +393,8 @@ pub async fn glue_sync(
             report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
             report.metadata_location = Some(location);
             report.omitted_columns = staged.table.omitted_columns();
-            if !report.omitted_columns.is_empty() {
-                tracing::warn!(table = %read.full_name(), columns = ?report.omitted_columns, "columns left out of the Iceberg schema: Java Iceberg cannot read them (see lakemirror.omitted-columns)");
+            for omitted in staged.table.omitted_declarations() {
+                tracing::warn!(table = %read.full_name(), column = %omitted.column, reason = %omitted.reason, "a column left out of the mirror; the rest is mirrored exactly (lakemirror.omitted-columns)");
             }
             report.snapshots = staged.snapshots;
             report.action = match (&planned.rebuilt, &read.current) {
@@ -494,6 +494,7 @@ async fn plan(
                 log.table().scope(),
                 Some(&view),
                 snapshot,
+                request.format_version,
             )?],
             metadata.as_ref(),
         ));
@@ -637,7 +638,12 @@ async fn checked_full(
     }
     match reason {
         Some(reason) => rebuild(log, request, None, Some(reason), format_version, None).await,
-        None => match plan_full(log.table().scope(), Some(view), &snapshot) {
+        None => match plan_full(
+            log.table().scope(),
+            Some(view),
+            &snapshot,
+            request.format_version,
+        ) {
             Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
                 rebuild(
                     log,
@@ -682,8 +688,13 @@ async fn rebuild(
         let window_full =
             history.commits.len() + 1 >= usize::try_from(versions).unwrap_or(usize::MAX);
         let newest_metadata = history.newest_metadata().cloned();
-        let mut first = plan_full_taking(log.table().scope(), None, history.base)?;
         // The mirror keeps its format version unless the Delta table asks for another.
+        let mut first = plan_full_taking(
+            log.table().scope(),
+            None,
+            history.base,
+            format_version.unwrap_or(request.format_version),
+        )?;
         first.format_version = first.format_version.or(format_version);
         let view = IcebergView::of_new_table(&first).ok_or_else(|| {
             Error::malformed(

@@ -102,9 +102,10 @@ async fn read_mirror(
             "its metadata {location} is gone (the Delta table's folder was deleted?)"
         )));
     };
-    let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::catalog_state(format!("{location} is not Iceberg table metadata ({e})"))
-    })?;
+    let metadata: TableMetadata =
+        lakemirror_iceberg::metadata_json::from_bytes(&bytes).map_err(|e| {
+            Error::catalog_state(format!("{location} is not Iceberg table metadata ({e})"))
+        })?;
     let Some(delta_table_uri) = metadata.properties().get(DELTA_TABLE_PROPERTY).cloned() else {
         return Ok(None);
     };

@@ -255,7 +255,7 @@ pub async fn verify(
     if let Some(schema) = metadata.schema_by_id(snapshot.schema_id().unwrap_or_default()) {
         view.schema = schema.as_ref().clone();
     }
-    let plan = plan_full(data.scope(), Some(&view), &delta)?;
+    let plan = plan_full(data.scope(), Some(&view), &delta, view.format_version)?;
     if plan.schema.is_some() {
         differences.push(Difference::new(
             DifferenceKind::Schema,

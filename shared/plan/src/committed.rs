@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use crate::properties::{
     CATALOG_TABLE_ID_PROPERTY, COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY,
-    DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, PHYSICAL_NAMES_PROPERTY,
+    DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, OmittedDeclaration, PHYSICAL_NAMES_PROPERTY,
+    omitted_declarations,
 };
 use crate::snapshot::IcebergView;
 
@@ -74,7 +75,7 @@ impl CommittedTable {
                     .unwrap_or_else(|| column.clone())
             })
             .collect();
-        let omitted_columns = self.omitted_columns();
+        let omitted_columns = self.omitted_declarations();
         let partition_zone = m
             .properties()
             .get(PARTITION_TIMEZONE_PROPERTY)
@@ -91,6 +92,7 @@ impl CommittedTable {
             name_mapping: mapping,
             omitted_columns,
             partition_zone,
+            format_version: m.format_version(),
         })
     }
 
@@ -121,12 +123,20 @@ impl CommittedTable {
             .map(String::as_str)
     }
 
-    /// The columns left out because Java Iceberg cannot read them.
+    /// The columns the mirror leaves out, by logical path.
     pub fn omitted_columns(&self) -> Vec<String> {
+        self.omitted_declarations()
+            .into_iter()
+            .map(|c| c.column)
+            .collect()
+    }
+
+    /// The columns the mirror leaves out, with why.
+    pub fn omitted_declarations(&self) -> Vec<OmittedDeclaration> {
         self.metadata
             .properties()
             .get(OMITTED_COLUMNS_PROPERTY)
-            .and_then(|json| serde_json::from_str(json).ok())
+            .map(|json| omitted_declarations(json))
             .unwrap_or_default()
     }
 

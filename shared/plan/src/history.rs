@@ -403,6 +403,8 @@ fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
         (false, false) => Operation::Overwrite,
     };
     let defined = later.partition_zone.is_some();
+    let mut v3_types = earlier.v3_types;
+    v3_types.extend(later.v3_types);
     SnapshotPlan {
         delta_version: later.delta_version,
         commit_timestamp_ms: later.commit_timestamp_ms,
@@ -419,6 +421,7 @@ fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
         },
         name_mapping: later.name_mapping.or(earlier.name_mapping),
         omitted_columns: later.omitted_columns.or(earlier.omitted_columns),
+        v3_types,
         partition_zone: later.partition_zone.or(earlier.partition_zone),
         partition_columns: later.partition_columns,
         added,
@@ -633,6 +636,7 @@ mod tests {
             physical_names: HashMap::new(),
             name_mapping: None,
             omitted_columns: None,
+            v3_types: BTreeMap::new(),
             partition_zone: None,
             partition_columns: Vec::new(),
             added,

@@ -24,9 +24,44 @@ pub const CATALOG_TABLE_ID_PROPERTY: &str = "lakemirror.delta.catalog-table-id";
 pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
 /// Table property: the physical name of each column-mapped field, by field ID (JSON).
 pub const PHYSICAL_NAMES_PROPERTY: &str = "lakemirror.delta.physical-names";
-/// Table property: the columns left out of the schema because Java Iceberg cannot read them
-/// (a JSON list of logical paths), absent when none are.
+/// Table property: the columns left out of the schema, each with why (a JSON list of
+/// `{"column": <logical path>, "reason": <text>}`; mirrors written before the reasons hold a
+/// list of paths), absent when none are.
 pub const OMITTED_COLUMNS_PROPERTY: &str = "lakemirror.omitted-columns";
+/// Table property: the fields of Iceberg v3 types that iceberg-rust holds as a placeholder
+/// (variant, geometry, geography), by field ID, as the metadata file names them (JSON).
+pub const V3_TYPES_PROPERTY: &str = "lakemirror.iceberg.v3-types";
+
+/// A column the mirror leaves out, as `lakemirror.omitted-columns` declares it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OmittedDeclaration {
+    /// The logical path (`s.l`, `m.value.x`).
+    pub column: String,
+    pub reason: String,
+}
+
+/// The declarations of `lakemirror.omitted-columns`, in either of its forms; none when it
+/// cannot be read.
+pub fn omitted_declarations(json: &str) -> Vec<OmittedDeclaration> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Declared(OmittedDeclaration),
+        /// Before the reasons: Java Iceberg's lists and maps only.
+        Path(String),
+    }
+    serde_json::from_str::<Vec<Entry>>(json)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|entry| match entry {
+            Entry::Declared(declared) => declared,
+            Entry::Path(column) => OmittedDeclaration {
+                column,
+                reason: crate::schema::OmitReason::UnreadableByJava.to_string(),
+            },
+        })
+        .collect()
+}
 /// Table property: the Delta table's `delta.deletedFileRetentionDuration`, in ms.
 pub const RETENTION_PROPERTY: &str = "lakemirror.delta.deleted-file-retention-ms";
 /// Iceberg table property: whether maintenance may delete files; off for a mirror.

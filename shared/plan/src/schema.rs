@@ -1,12 +1,12 @@
 //! Delta schema -> Iceberg schema, keeping field IDs stable across schema changes, and the
 //! name mapping that lets readers find columns in Parquet files written without field IDs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{
-    ListType, MapType, MappedField, NameMapping, NestedField, NestedFieldRef, PrimitiveType,
-    Schema, StructType, Type,
+    FormatVersion, ListType, Literal, MapType, MappedField, NameMapping, NestedField,
+    NestedFieldRef, PrimitiveLiteral, PrimitiveType, Schema, StructType, Type,
 };
 
 use crate::name_mapping::DECOY_FLOOR;
@@ -65,43 +65,85 @@ fn same_kind(a: &Type, b: &Type) -> bool {
 /// A Delta schema as Iceberg sees it.
 #[derive(Debug, Clone)]
 pub struct ConvertedSchema {
-    /// Every Delta column, with its Iceberg field ID.
+    /// Every Delta column, with its Iceberg field ID (a [`V3Type`] as its `binary`
+    /// placeholder).
     pub schema: Schema,
     /// Fields of `void` type: no data file holds them, every reader returns null.
     pub void_ids: HashSet<i32>,
-    /// Columns Java Iceberg cannot read (see [`ConvertedSchema::readable_by_java`]), by
-    /// logical path (`s.l`, `m.value.x`), with their field IDs.
-    pub unreadable: Vec<(String, i32)>,
+    /// Columns the mirror cannot hold, by logical path (`s.l`, `m.value.x`), with their field
+    /// IDs and why (see [`ConvertedSchema::mirrored`]).
+    pub omitted: Vec<OmittedColumn>,
+    /// The fields of Iceberg v3 types iceberg-rust 0.10 cannot express, by field ID: their
+    /// type as the Iceberg spec writes it (`variant`, `geometry`, `geography(…)`).
+    pub v3_types: BTreeMap<i32, String>,
+}
+
+/// A column the mirror leaves out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OmittedColumn {
+    /// Its logical path (`s.l`, `m.value.x`).
+    pub path: String,
+    pub id: i32,
+    pub reason: OmitReason,
+}
+
+/// Why a column is left out of the mirror's schema: the rest of the table is mirrored
+/// exactly, and the column comes back when the cause goes away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OmitReason {
+    /// A list or map of a column-mapped table whose Parquet files carry no nested field IDs:
+    /// Java Iceberg (Athena, EMR, Glue ETL, Spark) cannot read it. Kept on request
+    /// ([`crate::snapshot::KEEP_UNREADABLE_PROPERTY`]).
+    UnreadableByJava,
+    /// A type Iceberg format version 2 does not have (variant, geometry, geography).
+    NotInFormatVersion2 { delta_type: String },
+    /// A widening Iceberg cannot express: files written before it hold the narrower type.
+    Widened { from: String, to: String },
+}
+
+impl std::fmt::Display for OmitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OmitReason::UnreadableByJava => f.write_str(
+                "a list or map without nested field IDs in a column-mapped table: Java Iceberg cannot read it (lakemirror.iceberg.keep-unreadable-columns=true keeps it for other readers)",
+            ),
+            OmitReason::NotInFormatVersion2 { delta_type } => write!(
+                f,
+                "Delta type {delta_type}: Iceberg format version 2 has no such type; a mirror in format version 3 holds it (--iceberg-format-version 3, or the table property lakemirror.iceberg.format-version=3 for a new mirror)"
+            ),
+            OmitReason::Widened { from, to } => write!(
+                f,
+                "widened from {from} to {to}, which Iceberg cannot express (it allows int to long, float to double, and decimal precision with the same scale): files written before hold the narrower type. It comes back when Delta no longer lists the change (delta.typeChanges), once those files are rewritten"
+            ),
+        }
+    }
 }
 
 impl ConvertedSchema {
-    /// The schema without the columns Java Iceberg cannot read.
-    ///
-    /// Spark writes Parquet field IDs for every struct field of a column-mapped table, but
-    /// none for list elements and map keys/values (unless the table has
-    /// `delta.columnMapping.nested.ids`). Java Iceberg (Athena, EMR, Glue ETL, Spark) reads a
-    /// file that has any field IDs by ID only, never through the name mapping, and drops a
-    /// list or map whose element (or key and value) has no ID and holds no field with one:
-    /// reading it then fails (`[col-…, list, element] optional int32 element is not in the
-    /// store`). No metadata can make such a column readable, so it is left out.
-    pub fn readable_by_java(&self) -> Result<Schema, String> {
-        let omitted: HashSet<i32> = self.unreadable.iter().map(|(_, id)| *id).collect();
+    /// The schema the mirror writes: every column but the omitted ones (a column Java cannot
+    /// read is kept when `keep_unreadable`), and the columns left out.
+    pub fn mirrored(&self, keep_unreadable: bool) -> Result<(Schema, Vec<OmittedColumn>), String> {
+        let omitted: Vec<OmittedColumn> = self
+            .omitted
+            .iter()
+            .filter(|c| !(keep_unreadable && c.reason == OmitReason::UnreadableByJava))
+            .cloned()
+            .collect();
         if omitted.is_empty() {
-            return Ok(self.schema.clone());
+            return Ok((self.schema.clone(), omitted));
         }
-        Schema::builder()
+        let ids: HashSet<i32> = omitted.iter().map(|c| c.id).collect();
+        let schema = Schema::builder()
             .with_schema_id(self.schema.schema_id())
-            .with_fields(without(self.schema.as_struct().fields(), &omitted))
+            .with_fields(without(self.schema.as_struct().fields(), &ids))
             .build()
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        Ok((schema, omitted))
     }
 
-    /// The logical paths of the unreadable columns, in schema order.
-    pub fn unreadable_paths(&self) -> Vec<String> {
-        self.unreadable
-            .iter()
-            .map(|(path, _)| path.clone())
-            .collect()
+    /// The logical paths of the omitted columns, in schema order.
+    pub fn omitted_paths(&self) -> Vec<String> {
+        self.omitted.iter().map(|c| c.path.clone()).collect()
     }
 }
 
@@ -139,7 +181,8 @@ fn retyped(t: &Type, omitted: &HashSet<i32>) -> Type {
         .map_or_else(|| t.clone(), |f| f.field_type.as_ref().clone())
 }
 
-/// Converts a Delta schema to an Iceberg schema with ID `schema_id`.
+/// Converts a Delta schema to an Iceberg schema with ID `schema_id`, for a mirror in
+/// `format_version`.
 ///
 /// `previous` is the table's current Iceberg schema (None for a new table), `mapping` its
 /// name mapping, and `last_column_id` the table's highest assigned field ID.
@@ -149,6 +192,7 @@ pub fn iceberg_schema(
     mapping: Option<&NameMapping>,
     last_column_id: i32,
     schema_id: i32,
+    format_version: FormatVersion,
 ) -> Result<ConvertedSchema, String> {
     let column_mapped = max_column_mapping_id(fields) > 0;
     let floor = if column_mapped { ASSIGNED_ID_BASE } else { 0 };
@@ -166,10 +210,12 @@ pub fn iceberg_schema(
             last_id: last_column_id.max(floor).max(mapped_max),
         },
         column_mapped,
+        v3: format_version >= FormatVersion::V3,
         void_ids: HashSet::new(),
-        unreadable: Vec::new(),
+        omitted: Vec::new(),
+        v3_types: BTreeMap::new(),
     };
-    let (fields, _) = walk.struct_fields(fields, "")?;
+    let (fields, _, _) = walk.struct_fields(fields, "")?;
     let schema = Schema::builder()
         .with_schema_id(schema_id)
         .with_fields(fields)
@@ -178,7 +224,8 @@ pub fn iceberg_schema(
     Ok(ConvertedSchema {
         schema,
         void_ids: walk.void_ids,
-        unreadable: walk.unreadable,
+        omitted: walk.omitted,
+        v3_types: walk.v3_types,
     })
 }
 
@@ -213,24 +260,39 @@ fn index_children(
     }
 }
 
-/// One pass over a Delta schema: IDs, types, and what Java Iceberg can read.
+/// One pass over a Delta schema: IDs, types, defaults, and what the mirror cannot hold.
 struct Walk<'a> {
     ids: IdAssigner<'a>,
     column_mapped: bool,
+    /// Whether the mirror is in format version 3 (variant, geo and defaults exist there).
+    v3: bool,
     void_ids: HashSet<i32>,
-    unreadable: Vec<(String, i32)>,
+    omitted: Vec<OmittedColumn>,
+    v3_types: BTreeMap<i32, String>,
+}
+
+/// A Delta type as the walk made it.
+struct Typed {
+    field_type: Type,
+    /// Whether Java finds a Parquet field ID inside it (see [`Walk::typed`]).
+    holds_ids: bool,
+    /// Why the whole field must be left out, when it must.
+    omit: Option<OmitReason>,
 }
 
 impl Walk<'_> {
-    /// The fields of a struct, and whether any of them Java can read: a struct field
-    /// carries a Parquet field ID, so a struct with a readable field holds an ID.
+    /// The fields of a struct, whether any of them Java can read (a struct field carries a
+    /// Parquet field ID, so a struct with a readable field holds an ID), and, when every field
+    /// is left out, why the first one is.
     fn struct_fields(
         &mut self,
         fields: &[DeltaField],
         prefix: &str,
-    ) -> Result<(Vec<NestedFieldRef>, bool), String> {
+    ) -> Result<(Vec<NestedFieldRef>, bool, Option<OmitReason>), String> {
         let mut out = Vec::with_capacity(fields.len());
         let mut any_readable = false;
+        let mut first_omitted = None;
+        let mut all_omitted = !fields.is_empty();
         for f in fields {
             let path = format!("{prefix}{}", f.name);
             // Shape first (to compare kinds), then IDs of children, then this field's ID.
@@ -243,65 +305,154 @@ impl Walk<'_> {
                 ids: &f.nested_ids,
                 path: f.physical_name().to_string(),
             };
-            let omitted_before = self.unreadable.len();
-            let (field_type, holds_ids) = self.typed(&f.data_type, id, &path, &nested)?;
+            let omitted_before = self.omitted.len();
+            let typed = self.typed(&f.data_type, id, &path, &nested)?;
             if f.data_type == DeltaType::Primitive("void".into()) {
                 self.void_ids.insert(id);
             }
             let readable = match &f.data_type {
                 DeltaType::Primitive(_) => true,
-                DeltaType::Struct(children) => children.is_empty() || holds_ids,
-                DeltaType::Array { .. } | DeltaType::Map { .. } => holds_ids,
+                DeltaType::Struct(children) => children.is_empty() || typed.holds_ids,
+                DeltaType::Array { .. } | DeltaType::Map { .. } => typed.holds_ids,
             };
-            if readable || !self.column_mapped {
-                any_readable = true;
-            } else {
-                // The whole field goes, not its parts one by one.
-                self.unreadable.truncate(omitted_before);
-                self.unreadable.push((path.clone(), id));
+            let omit = typed
+                .omit
+                .or_else(|| unexpressible_widening(f, &path))
+                .or_else(|| {
+                    (!readable && self.column_mapped).then_some(OmitReason::UnreadableByJava)
+                });
+            match omit {
+                Some(reason) => {
+                    // The whole field goes, not its parts one by one.
+                    self.omitted.truncate(omitted_before);
+                    self.omitted.push(OmittedColumn {
+                        path: path.clone(),
+                        id,
+                        reason: reason.clone(),
+                    });
+                    first_omitted.get_or_insert(reason);
+                }
+                None => {
+                    all_omitted = false;
+                    if readable || !self.column_mapped {
+                        any_readable = true;
+                    }
+                }
             }
             // Every column is optional: Delta allows files written before a column existed,
             // and readers must return null for them rather than fail.
-            out.push(Arc::new(NestedField::optional(id, &f.name, field_type)));
+            let field = NestedField::optional(id, &f.name, typed.field_type);
+            out.push(Arc::new(self.with_defaults(field, f, &path)));
         }
-        Ok((out, any_readable))
+        Ok((
+            out,
+            any_readable,
+            all_omitted.then_some(first_omitted).flatten(),
+        ))
     }
 
-    /// The Iceberg type of `t` (the type of field `id`), and whether Java finds a Parquet
-    /// field ID inside it: Spark writes IDs for struct fields, and for list elements and map
-    /// keys/values only with `delta.columnMapping.nested.ids`.
+    /// `field` with the Delta column's defaults as Iceberg's `initial-default` (from
+    /// `EXISTS_DEFAULT`) and `write-default` (from `CURRENT_DEFAULT`): format version 3 only,
+    /// literals of primitive columns only. Delta sets `EXISTS_DEFAULT` only on a column made
+    /// with its default, which every data file of the table holds, so the initial default
+    /// changes no row any reader returns.
+    fn with_defaults(&self, field: NestedField, delta: &DeltaField, path: &str) -> NestedField {
+        let Type::Primitive(ty) = field.field_type.as_ref() else {
+            return field;
+        };
+        if !self.v3 || self.v3_types.contains_key(&field.id) {
+            return field;
+        }
+        let ty = ty.clone();
+        let literal = |text: &Option<String>, kind: &str| {
+            let text = text.as_deref()?;
+            let literal = default_literal(text, &ty);
+            if literal.is_none() {
+                tracing::warn!(
+                    column = path,
+                    default = kind,
+                    "the Delta column default is not a literal the mirror can state for its type; the Iceberg column has none"
+                );
+            }
+            literal
+        };
+        let mut field = field;
+        if let Some(value) = literal(&delta.exists_default, "EXISTS_DEFAULT") {
+            field = field.with_initial_default(value);
+        }
+        if let Some(value) = literal(&delta.current_default, "CURRENT_DEFAULT") {
+            field = field.with_write_default(value);
+        }
+        field
+    }
+
+    /// The Iceberg type of `t` (the type of field `id`), whether Java finds a Parquet field ID
+    /// inside it (Spark writes IDs for struct fields, and for list elements and map
+    /// keys/values only with `delta.columnMapping.nested.ids`), and why the field must go.
     fn typed(
         &mut self,
         t: &DeltaType,
         id: i32,
         path: &str,
         nested: &NestedIds,
-    ) -> Result<(Type, bool), String> {
+    ) -> Result<Typed, String> {
         Ok(match t {
-            DeltaType::Primitive(name) => (Type::Primitive(primitive(name, path)?), false),
+            DeltaType::Primitive(name) => match V3Type::of_delta(name) {
+                Some(v3) if self.v3 => {
+                    self.v3_types.insert(id, v3.iceberg_type());
+                    Typed {
+                        field_type: Type::Primitive(V3_PLACEHOLDER),
+                        holds_ids: false,
+                        omit: None,
+                    }
+                }
+                Some(_) => Typed {
+                    field_type: Type::Primitive(V3_PLACEHOLDER),
+                    holds_ids: false,
+                    omit: Some(OmitReason::NotInFormatVersion2 {
+                        delta_type: name.clone(),
+                    }),
+                },
+                None => Typed {
+                    field_type: Type::Primitive(primitive(name, path)?),
+                    holds_ids: false,
+                    omit: None,
+                },
+            },
             DeltaType::Struct(fields) => {
-                let (fields, any) = self.struct_fields(fields, &format!("{path}."))?;
-                (Type::Struct(StructType::new(fields)), any)
+                let (fields, any, omit) = self.struct_fields(fields, &format!("{path}."))?;
+                Typed {
+                    field_type: Type::Struct(StructType::new(fields)),
+                    holds_ids: any,
+                    omit,
+                }
             }
             DeltaType::Array { element, .. } => {
-                let (field, holds) = self.child(element, id, "element", path, nested)?;
-                (Type::List(ListType::new(field)), holds)
+                let (field, holds, omit) = self.child(element, id, "element", path, nested)?;
+                Typed {
+                    field_type: Type::List(ListType::new(field)),
+                    holds_ids: holds,
+                    omit,
+                }
             }
             DeltaType::Map { key, value, .. } => {
                 // Java keeps a map whose key has an ID or whose value holds one; a key's own
                 // fields do not count (Iceberg's Parquet PruneColumns.map).
-                let (key_field, _) = self.child(key, id, "key", path, nested)?;
+                let (key_field, _, key_omit) = self.child(key, id, "key", path, nested)?;
                 let key_has_id = nested.ids.contains_key(&nested.child("key").path);
-                let (value_field, value_holds) = self.child(value, id, "value", path, nested)?;
-                (
-                    Type::Map(MapType::new(key_field, value_field)),
-                    key_has_id || value_holds,
-                )
+                let (value_field, value_holds, value_omit) =
+                    self.child(value, id, "value", path, nested)?;
+                Typed {
+                    field_type: Type::Map(MapType::new(key_field, value_field)),
+                    holds_ids: key_has_id || value_holds,
+                    omit: key_omit.or(value_omit),
+                }
             }
         })
     }
 
-    /// A list element or map key/value: its field, and whether it has or holds an ID.
+    /// A list element or map key/value: its field, whether it has or holds an ID, and why
+    /// the column holding it must go.
     fn child(
         &mut self,
         t: &DeltaType,
@@ -309,7 +460,7 @@ impl Walk<'_> {
         name: &str,
         path: &str,
         nested: &NestedIds,
-    ) -> Result<(NestedFieldRef, bool), String> {
+    ) -> Result<(NestedFieldRef, bool, Option<OmitReason>), String> {
         let child_path = format!("{path}.{name}");
         let inner = nested.child(name);
         let own_id = inner.ids.get(&inner.path).copied();
@@ -320,14 +471,222 @@ impl Walk<'_> {
                 self.ids.child_id(parent, name, &child_path, &shape)
             }
         };
-        let (field_type, holds) = self.typed(t, id, &child_path, &inner)?;
+        let typed = self.typed(t, id, &child_path, &inner)?;
         let field = match name {
-            "element" => NestedField::list_element(id, field_type, false),
-            "key" => NestedField::map_key_element(id, field_type),
-            _ => NestedField::map_value_element(id, field_type, false),
+            "element" => NestedField::list_element(id, typed.field_type, false),
+            "key" => NestedField::map_key_element(id, typed.field_type),
+            _ => NestedField::map_value_element(id, typed.field_type, false),
         };
-        Ok((Arc::new(field), own_id.is_some() || holds))
+        Ok((
+            Arc::new(field),
+            own_id.is_some() || typed.holds_ids,
+            typed.omit,
+        ))
     }
+}
+
+/// The first widening of `field` Iceberg cannot express, as the reason it is left out.
+fn unexpressible_widening(field: &DeltaField, path: &str) -> Option<OmitReason> {
+    field
+        .type_changes
+        .iter()
+        .find(|(from, to)| !expressible_widening(from, to, path))
+        .map(|(from, to)| OmitReason::Widened {
+            from: from.clone(),
+            to: to.clone(),
+        })
+}
+
+/// Whether Iceberg can express Delta's widening of a column from `from` to `to`. A void
+/// column has no data in any file: any type change of it is free.
+fn expressible_widening(from: &str, to: &str, path: &str) -> bool {
+    from == "void"
+        || match (primitive(from, path), primitive(to, path)) {
+            (Ok(a), Ok(b)) => promotes(&a, &b),
+            _ => false,
+        }
+}
+
+/// The placeholder iceberg-rust 0.10 holds a [`V3Type`] as: a leaf without children, IDs,
+/// defaults or bounds, like the real type. The metadata file names the real one.
+pub const V3_PLACEHOLDER: PrimitiveType = PrimitiveType::Binary;
+
+/// An Iceberg format version 3 type Delta has and iceberg-rust 0.10 lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum V3Type {
+    Variant,
+    Geometry { crs: String },
+    Geography { crs: String, algorithm: String },
+}
+
+/// The CRS both formats assume when a type names none.
+pub const DEFAULT_CRS: &str = "OGC:CRS84";
+/// The edge algorithm of a geography that names none.
+pub const DEFAULT_ALGORITHM: &str = "spherical";
+/// The edge algorithms of Delta's and Iceberg's geography type alike.
+const EDGE_ALGORITHMS: [&str; 5] = ["spherical", "vincenty", "thomas", "andoyer", "karney"];
+
+impl V3Type {
+    /// The v3 type of a Delta type name: `variant`, `geometry`, `geometry(<crs>)`,
+    /// `geography`, `geography(<crs>)`, `geography(<algorithm>)`,
+    /// `geography(<crs>, <algorithm>)`; None for any other.
+    pub fn of_delta(name: &str) -> Option<Self> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("variant") {
+            return Some(V3Type::Variant);
+        }
+        let (kind, args) = match name.split_once('(') {
+            Some((kind, rest)) => (kind.trim(), rest.strip_suffix(')')?.trim()),
+            None => (name, ""),
+        };
+        let args: Vec<&str> = args
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect();
+        let is_algorithm = |a: &str| EDGE_ALGORITHMS.contains(&a.to_ascii_lowercase().as_str());
+        match (kind.to_ascii_lowercase().as_str(), args.as_slice()) {
+            ("geometry", []) => Some(V3Type::Geometry {
+                crs: DEFAULT_CRS.into(),
+            }),
+            ("geometry", [crs]) => Some(V3Type::Geometry {
+                crs: (*crs).to_string(),
+            }),
+            ("geography", []) => Some(V3Type::Geography {
+                crs: DEFAULT_CRS.into(),
+                algorithm: DEFAULT_ALGORITHM.into(),
+            }),
+            ("geography", [one]) if is_algorithm(one) => Some(V3Type::Geography {
+                crs: DEFAULT_CRS.into(),
+                algorithm: one.to_ascii_lowercase(),
+            }),
+            ("geography", [crs]) => Some(V3Type::Geography {
+                crs: (*crs).to_string(),
+                algorithm: DEFAULT_ALGORITHM.into(),
+            }),
+            ("geography", [crs, algorithm]) if is_algorithm(algorithm) => Some(V3Type::Geography {
+                crs: (*crs).to_string(),
+                algorithm: algorithm.to_ascii_lowercase(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The v3 type an Iceberg schema names (`variant`, `geometry(C)`, `geography(C, A)` and
+    /// the bare forms: the grammar Delta's names share).
+    pub fn of_iceberg(name: &str) -> Option<Self> {
+        Self::of_delta(name)
+    }
+
+    /// The type as the Iceberg spec writes it in a schema. The default CRS and edge
+    /// algorithm are written in the bare form (`geometry`, `geography`), which Java, DuckDB
+    /// and pyiceberg 0.12 all read (pyiceberg refuses `geometry(OGC:CRS84)`).
+    pub fn iceberg_type(&self) -> String {
+        let default_crs = |crs: &str| crs.eq_ignore_ascii_case(DEFAULT_CRS);
+        match self {
+            V3Type::Variant => "variant".into(),
+            V3Type::Geometry { crs } if default_crs(crs) => "geometry".into(),
+            V3Type::Geometry { crs } => format!("geometry({crs})"),
+            V3Type::Geography { crs, algorithm }
+                if default_crs(crs) && algorithm == DEFAULT_ALGORITHM =>
+            {
+                "geography".into()
+            }
+            V3Type::Geography { crs, algorithm } => format!("geography({crs}, {algorithm})"),
+        }
+    }
+}
+
+/// A Delta column default (Spark SQL literal text) as an Iceberg literal of `ty`; None when
+/// it is not a literal of that type (an expression such as `current_date()`).
+pub fn default_literal(text: &str, ty: &PrimitiveType) -> Option<Literal> {
+    let text = text.trim();
+    let number = |suffixes: &[char]| text.trim_end_matches(suffixes);
+    let primitive = match ty {
+        PrimitiveType::Boolean => match text.to_ascii_lowercase().as_str() {
+            "true" => PrimitiveLiteral::Boolean(true),
+            "false" => PrimitiveLiteral::Boolean(false),
+            _ => return None,
+        },
+        PrimitiveType::Int => PrimitiveLiteral::Int(number(&['Y', 'y', 'S', 's']).parse().ok()?),
+        PrimitiveType::Long => PrimitiveLiteral::Long(number(&['L', 'l']).parse().ok()?),
+        PrimitiveType::Float => {
+            let f: f32 = number(&['F', 'f', 'D', 'd']).parse().ok()?;
+            PrimitiveLiteral::Float(f.is_finite().then_some(f)?.into())
+        }
+        PrimitiveType::Double => {
+            let f: f64 = number(&['D', 'd']).parse().ok()?;
+            PrimitiveLiteral::Double(f.is_finite().then_some(f)?.into())
+        }
+        PrimitiveType::Decimal { scale, .. } => {
+            let digits = text
+                .strip_suffix("BD")
+                .or_else(|| text.strip_suffix("bd"))
+                .unwrap_or(text);
+            PrimitiveLiteral::Int128(crate::partition::unscaled_decimal(digits, *scale)?)
+        }
+        PrimitiveType::String => PrimitiveLiteral::String(sql_string(text)?),
+        PrimitiveType::Date => {
+            let quoted = strip_keyword(text, "DATE")?;
+            let date = chrono::NaiveDate::parse_from_str(&sql_string(quoted)?, "%Y-%m-%d").ok()?;
+            let days = date
+                .signed_duration_since(chrono::NaiveDate::default())
+                .num_days();
+            PrimitiveLiteral::Int(i32::try_from(days).ok()?)
+        }
+        PrimitiveType::Binary => {
+            let hex = text
+                .strip_prefix("X'")
+                .or_else(|| text.strip_prefix("x'"))?
+                .strip_suffix('\'')?;
+            PrimitiveLiteral::Binary(decode_hex(hex)?)
+        }
+        _ => return None,
+    };
+    Some(Literal::Primitive(primitive))
+}
+
+/// `KEYWORD '…'` -> `'…'`, the keyword in any case.
+fn strip_keyword<'t>(text: &'t str, keyword: &str) -> Option<&'t str> {
+    let (head, rest) = text.split_at_checked(keyword.len())?;
+    head.eq_ignore_ascii_case(keyword)
+        .then(|| rest.trim_start())
+}
+
+/// A Spark SQL string literal (`'it''s'`, `"a\"b"`, with backslash escapes) as its text.
+fn sql_string(text: &str) -> Option<String> {
+    let quote = text.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let inner = text.strip_prefix(quote)?.strip_suffix(quote)?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                '0' => out.push('\0'),
+                other => out.push(other),
+            },
+            c if c == quote => {
+                // A doubled quote stands for one; a lone one ends nothing here.
+                (chars.next() == Some(quote)).then_some(())?;
+                out.push(quote);
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// First ID lakemirror assigns in a column-mapped schema (Delta's own IDs count up from 1).
@@ -380,6 +739,9 @@ pub fn physical_names(fields: &[DeltaField]) -> HashMap<i32, String> {
 /// The Iceberg type with placeholder IDs, used only to compare kinds.
 fn shape(t: &DeltaType, path: &str) -> Result<Type, String> {
     Ok(match t {
+        DeltaType::Primitive(name) if V3Type::of_delta(name).is_some() => {
+            Type::Primitive(V3_PLACEHOLDER)
+        }
         DeltaType::Primitive(name) => Type::Primitive(primitive(name, path)?),
         DeltaType::Struct(_) => Type::Struct(StructType::new(vec![])),
         DeltaType::Array { .. } => Type::List(ListType::new(Arc::new(NestedField::list_element(
@@ -463,40 +825,6 @@ pub fn promotes(from: &PrimitiveType, to: &PrimitiveType) -> bool {
     }
 }
 
-/// Checks every Delta type widening (`delta.typeChanges`) of the schema: each must be one
-/// Iceberg can express, or the column is named with both types.
-pub fn check_type_changes(fields: &[DeltaField], prefix: &str) -> Result<(), String> {
-    for f in fields {
-        let path = format!("{prefix}{}", f.name);
-        for (from, to) in &f.type_changes {
-            // A void column has no data in any file: any type change of it is free.
-            let legal = from == "void"
-                || match (primitive(from, &path), primitive(to, &path)) {
-                    (Ok(a), Ok(b)) => promotes(&a, &b),
-                    _ => false,
-                };
-            if !legal {
-                return Err(format!(
-                    "column {path} was widened from {from} to {to}, which Iceberg cannot express (it allows int to long, float to double, and decimal precision with the same scale)"
-                ));
-            }
-        }
-        let mut nested = &f.data_type;
-        loop {
-            match nested {
-                DeltaType::Struct(children) => {
-                    check_type_changes(children, &format!("{path}."))?;
-                    break;
-                }
-                DeltaType::Array { element, .. } => nested = element,
-                DeltaType::Map { value, .. } => nested = value,
-                DeltaType::Primitive(_) => break,
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `decimal(p,s)` -> (p, s).
 pub fn decimal_precision_scale(name: &str) -> Option<(u32, u32)> {
     let inner = name.strip_prefix("decimal(")?.strip_suffix(')')?;
@@ -509,6 +837,24 @@ mod tests {
     use super::*;
     use lakemirror_delta::schema::parse_schema;
 
+    /// The schema of a format version 2 mirror.
+    fn convert(
+        fields: &[DeltaField],
+        previous: Option<&Schema>,
+        mapping: Option<&NameMapping>,
+        last_column_id: i32,
+        schema_id: i32,
+    ) -> Result<ConvertedSchema, String> {
+        iceberg_schema(
+            fields,
+            previous,
+            mapping,
+            last_column_id,
+            schema_id,
+            FormatVersion::V2,
+        )
+    }
+
     fn delta(fields: &str) -> Vec<DeltaField> {
         parse_schema(&format!(r#"{{"type":"struct","fields":[{fields}]}}"#)).unwrap()
     }
@@ -517,10 +863,11 @@ mod tests {
         {"name":"m","type":{"type":"map","keyType":"string","valueType":"integer","valueContainsNull":true},"nullable":true,"metadata":{}}"#;
 
     #[test]
-    fn only_widenings_iceberg_can_express_pass() {
+    fn a_widening_iceberg_cannot_express_leaves_that_column_out_by_name() {
         let widened = |from: &str, to: &str| {
             delta(&format!(
-                r#"{{"name":"c","type":"{to}","nullable":true,"metadata":{{"delta.typeChanges":[{{"fromType":"{from}","toType":"{to}","tableVersion":2}}]}}}}"#
+                r#"{{"name":"id","type":"long","nullable":true,"metadata":{{}}}},
+                   {{"name":"c","type":"{to}","nullable":true,"metadata":{{"delta.typeChanges":[{{"fromType":"{from}","toType":"{to}","tableVersion":2}}]}}}}"#
             ))
         };
         for (from, to) in [
@@ -529,26 +876,28 @@ mod tests {
             ("short", "integer"),
             ("float", "double"),
             ("decimal(10,2)", "decimal(20,2)"),
+            ("void", "double"),
         ] {
-            assert!(
-                check_type_changes(&widened(from, to), "").is_ok(),
-                "{from} -> {to}"
-            );
+            let converted = convert(&widened(from, to), None, None, 0, 0).unwrap();
+            assert!(converted.omitted.is_empty(), "{from} -> {to}");
         }
         for (from, to) in [
+            ("byte", "double"),
             ("integer", "double"),
             ("decimal(10,2)", "decimal(20,5)"),
             ("long", "decimal(21,1)"),
             ("date", "timestamp_ntz"),
         ] {
-            let err = check_type_changes(&widened(from, to), "").unwrap_err();
-            assert!(
-                err.contains("column c") && err.contains(from) && err.contains(to),
-                "{err}"
-            );
+            let converted = convert(&widened(from, to), None, None, 0, 0).unwrap();
+            assert_eq!(converted.omitted_paths(), ["c"], "{from} -> {to}");
+            let reason = converted.omitted[0].reason.to_string();
+            assert!(reason.contains(from) && reason.contains(to), "{reason}");
+            let (schema, _) = converted.mirrored(false).unwrap();
+            assert!(schema.field_by_name("c").is_none());
+            assert!(schema.field_by_name("id").is_some(), "the rest is mirrored");
         }
         // a widened column keeps its ID
-        let old = iceberg_schema(
+        let old = convert(
             &delta(r#"{"name":"c","type":"integer","nullable":true,"metadata":{}}"#),
             None,
             None,
@@ -557,7 +906,7 @@ mod tests {
         )
         .unwrap()
         .schema;
-        let new = iceberg_schema(
+        let new = convert(
             &widened("integer", "long"),
             Some(&old),
             None,
@@ -580,7 +929,7 @@ mod tests {
                    "metadata":{"delta.columnMapping.id":8,"delta.columnMapping.physicalName":"col-l","delta.columnMapping.nested.ids":{"col-l.element":9}}}]},"nullable":true,
                 "metadata":{"delta.columnMapping.id":7,"delta.columnMapping.physicalName":"col-s"}}"#,
         );
-        let s = iceberg_schema(&fields, None, None, 0, 0).unwrap().schema;
+        let s = convert(&fields, None, None, 0, 0).unwrap().schema;
         assert_eq!(s.field_id_by_name("m.key"), Some(4));
         assert_eq!(s.field_id_by_name("m.value"), Some(5));
         assert_eq!(s.field_id_by_name("m.value.element"), Some(6));
@@ -599,7 +948,7 @@ mod tests {
             r#"{"name":"a","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":5,"delta.columnMapping.physicalName":"col-a"}},
             {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}}"#,
         );
-        let s = iceberg_schema(&fields, None, None, 0, 0).unwrap().schema;
+        let s = convert(&fields, None, None, 0, 0).unwrap().schema;
         assert_eq!(s.field_id_by_name("a"), Some(5));
         assert_eq!(s.field_id_by_name("l"), Some(9));
         // the list element has no Delta ID: it gets one clear of every ID Delta may hand out
@@ -610,7 +959,7 @@ mod tests {
             {"name":"l","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,"metadata":{"delta.columnMapping.id":9,"delta.columnMapping.physicalName":"col-l"}},
             {"name":"n","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":10,"delta.columnMapping.physicalName":"col-n"}}"#,
         );
-        let s2 = iceberg_schema(&later, Some(&s), None, s.highest_field_id(), 1)
+        let s2 = convert(&later, Some(&s), None, s.highest_field_id(), 1)
             .unwrap()
             .schema;
         assert_eq!(s2.field_id_by_name("n"), Some(10));
@@ -619,9 +968,7 @@ mod tests {
 
     #[test]
     fn new_table_gets_sequential_ids_and_all_types_map() {
-        let s = iceberg_schema(&delta(BASE), None, None, 0, 0)
-            .unwrap()
-            .schema;
+        let s = convert(&delta(BASE), None, None, 0, 0).unwrap().schema;
         assert_eq!(s.field_id_by_name("id"), Some(1));
         assert_eq!(s.field_id_by_name("m"), Some(2));
         assert_eq!(s.field_id_by_name("m.key"), Some(3));
@@ -645,12 +992,10 @@ mod tests {
 
     #[test]
     fn added_column_keeps_existing_ids_and_takes_a_new_one() {
-        let first = iceberg_schema(&delta(BASE), None, None, 0, 0)
-            .unwrap()
-            .schema;
+        let first = convert(&delta(BASE), None, None, 0, 0).unwrap().schema;
         let grown =
             format!(r#"{{"name":"x","type":"string","nullable":true,"metadata":{{}}}}, {BASE}"#);
-        let second = iceberg_schema(&delta(&grown), Some(&first), None, 4, 1)
+        let second = convert(&delta(&grown), Some(&first), None, 4, 1)
             .unwrap()
             .schema;
         assert_eq!(second.field_id_by_name("id"), Some(1));
@@ -661,11 +1006,9 @@ mod tests {
 
     #[test]
     fn a_column_whose_type_changed_never_reuses_the_id() {
-        let first = iceberg_schema(&delta(BASE), None, None, 0, 0)
-            .unwrap()
-            .schema;
+        let first = convert(&delta(BASE), None, None, 0, 0).unwrap().schema;
         let changed = r#"{"name":"id","type":"string","nullable":true,"metadata":{}}"#;
-        let second = iceberg_schema(&delta(changed), Some(&first), None, 4, 1)
+        let second = convert(&delta(changed), Some(&first), None, 4, 1)
             .unwrap()
             .schema;
         assert_eq!(second.field_id_by_name("id"), Some(5));
@@ -723,14 +1066,14 @@ mod tests {
             ]
             .join(","),
         );
-        let converted = iceberg_schema(&fields, None, None, 0, 0).unwrap();
+        let converted = convert(&fields, None, None, 0, 0).unwrap();
         assert_eq!(
-            converted.unreadable_paths(),
+            converted.omitted_paths(),
             vec!["ints", "counts", "s.l", "only_lists", "deep"],
             "deep: its element struct keeps no readable field, so the list holds no ID"
         );
         assert_eq!(converted.void_ids, HashSet::from([15]));
-        let readable = converted.readable_by_java().unwrap();
+        let readable = converted.mirrored(false).unwrap().0;
         for gone in ["ints", "counts", "s.l", "only_lists", "deep"] {
             assert!(readable.field_by_name(gone).is_none(), "{gone}");
         }
@@ -750,11 +1093,11 @@ mod tests {
             r#"{"name":"ints","type":{"type":"array","elementType":"integer","containsNull":true},"nullable":true,
                 "metadata":{"delta.columnMapping.id":2,"delta.columnMapping.physicalName":"col-2","delta.columnMapping.nested.ids":{"col-2.element":3}}}"#,
         );
-        let converted = iceberg_schema(&with_ids, None, None, 0, 0).unwrap();
-        assert!(converted.unreadable.is_empty());
+        let converted = convert(&with_ids, None, None, 0, 0).unwrap();
+        assert!(converted.omitted.is_empty());
         // Without column mapping files carry no IDs at all and readers use the name mapping.
-        let plain = iceberg_schema(&delta(BASE), None, None, 0, 0).unwrap();
-        assert!(plain.unreadable.is_empty());
+        let plain = convert(&delta(BASE), None, None, 0, 0).unwrap();
+        assert!(plain.omitted.is_empty());
     }
 
     #[test]
@@ -764,24 +1107,158 @@ mod tests {
             "ints",
             r#"{"type":"array","elementType":"integer","containsNull":true}"#,
         ));
-        let first = iceberg_schema(&fields, None, None, 0, 0).unwrap();
+        let first = convert(&fields, None, None, 0, 0).unwrap();
         let element = first.schema.field_id_by_name("ints.element").unwrap();
-        let table = first.readable_by_java().unwrap();
+        let table = first.mirrored(false).unwrap().0;
         let mapping = crate::name_mapping::name_mapping(
             None,
             &first.schema,
             &physical_names(&fields),
             &HashSet::new(),
         );
-        let again = iceberg_schema(&fields, Some(&table), Some(&mapping), element, 1).unwrap();
+        let again = convert(&fields, Some(&table), Some(&mapping), element, 1).unwrap();
         assert_eq!(again.schema.field_id_by_name("ints.element"), Some(element));
     }
 
+    const VARIANTS: &str = r#"{"name":"id","type":"long","nullable":true,"metadata":{}},
+        {"name":"v","type":"variant","nullable":true,"metadata":{}},
+        {"name":"vs","type":{"type":"array","elementType":"variant","containsNull":true},"nullable":true,"metadata":{}},
+        {"name":"s","type":{"type":"struct","fields":[{"name":"x","type":"variant","nullable":true,"metadata":{}},{"name":"y","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+        {"name":"only","type":{"type":"struct","fields":[{"name":"x","type":"variant","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},
+        {"name":"geom","type":"geometry(OGC:CRS84)","nullable":true,"metadata":{}},
+        {"name":"geog","type":"geography(EPSG:4326, karney)","nullable":true,"metadata":{}}"#;
+
     #[test]
-    fn a_void_column_may_become_any_type() {
-        let fields = delta(
-            r#"{"name":"c","type":"double","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"void","toType":"double"}]}}"#,
+    fn a_v2_mirror_leaves_out_each_variant_and_geo_column_and_keeps_the_rest() {
+        let converted = convert(&delta(VARIANTS), None, None, 0, 0).unwrap();
+        assert_eq!(
+            converted.omitted_paths(),
+            ["v", "vs", "s.x", "only", "geom", "geog"],
+            "a struct keeps its other fields; one left with none goes whole"
         );
-        assert!(check_type_changes(&fields, "").is_ok());
+        for column in &converted.omitted {
+            let reason = column.reason.to_string();
+            assert!(reason.contains("format version 3"), "{reason}");
+        }
+        let (schema, _) = converted.mirrored(false).unwrap();
+        assert!(schema.field_by_name("id").is_some());
+        assert!(schema.field_by_name("s.y").is_some());
+        assert!(schema.field_by_name("s.x").is_none());
+        assert!(schema.field_by_name("only").is_none());
+        assert!(converted.v3_types.is_empty());
+    }
+
+    #[test]
+    fn a_v3_mirror_holds_variant_and_geo_columns_with_their_real_types() {
+        let converted =
+            iceberg_schema(&delta(VARIANTS), None, None, 0, 0, FormatVersion::V3).unwrap();
+        assert!(converted.omitted.is_empty());
+        let id = |path: &str| converted.schema.field_id_by_name(path).unwrap();
+        let types: Vec<(&str, &str)> = ["v", "vs.element", "s.x", "only.x", "geom", "geog"]
+            .into_iter()
+            .map(|path| (path, converted.v3_types[&id(path)].as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("v", "variant"),
+                ("vs.element", "variant"),
+                ("s.x", "variant"),
+                ("only.x", "variant"),
+                ("geom", "geometry"),
+                ("geog", "geography(EPSG:4326, karney)"),
+            ]
+        );
+    }
+
+    #[test]
+    fn delta_geo_types_read_with_their_defaults() {
+        for (delta, iceberg) in [
+            ("geometry", "geometry"),
+            ("geometry(OGC:CRS84)", "geometry"),
+            ("geometry(EPSG:3857)", "geometry(EPSG:3857)"),
+            ("geography", "geography"),
+            ("geography(OGC:CRS84, spherical)", "geography"),
+            ("geography(karney)", "geography(OGC:CRS84, karney)"),
+            ("geography(EPSG:4326)", "geography(EPSG:4326, spherical)"),
+            ("variant", "variant"),
+        ] {
+            assert_eq!(
+                V3Type::of_delta(delta).unwrap().iceberg_type(),
+                iceberg,
+                "{delta}"
+            );
+        }
+        for other in [
+            "geometry(a, b)",
+            "geography(a, nowhere)",
+            "geometryx",
+            "string",
+        ] {
+            assert_eq!(V3Type::of_delta(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn column_defaults_become_iceberg_defaults_in_v3_only() {
+        let fields = delta(
+            r#"{"name":"a","type":"integer","nullable":true,"metadata":{}},
+               {"name":"b","type":"integer","nullable":true,"metadata":{"EXISTS_DEFAULT":"16","CURRENT_DEFAULT":"16"}},
+               {"name":"c","type":"string","nullable":true,"metadata":{"CURRENT_DEFAULT":"'it''s'"}},
+               {"name":"d","type":"date","nullable":true,"metadata":{"CURRENT_DEFAULT":"current_date()"}}"#,
+        );
+        let v3 = iceberg_schema(&fields, None, None, 0, 0, FormatVersion::V3).unwrap();
+        let field = |name: &str| v3.schema.field_by_name(name).unwrap().clone();
+        let int16 = Some(Literal::Primitive(PrimitiveLiteral::Int(16)));
+        assert_eq!(field("b").initial_default, int16);
+        assert_eq!(field("b").write_default, int16);
+        assert_eq!(
+            field("c").write_default,
+            Some(Literal::Primitive(PrimitiveLiteral::String("it's".into())))
+        );
+        assert_eq!(field("c").initial_default, None);
+        assert_eq!(
+            field("d").write_default,
+            None,
+            "an expression is no literal"
+        );
+        let v2 = convert(&fields, None, None, 0, 0).unwrap();
+        assert_eq!(v2.schema.field_by_name("b").unwrap().write_default, None);
+    }
+
+    #[test]
+    fn spark_sql_literals_read_as_their_type() {
+        let lit = |text: &str, ty: PrimitiveType| default_literal(text, &ty);
+        let p = |p: PrimitiveLiteral| Some(Literal::Primitive(p));
+        assert_eq!(lit("7L", PrimitiveType::Long), p(PrimitiveLiteral::Long(7)));
+        assert_eq!(
+            lit("TRUE", PrimitiveType::Boolean),
+            p(PrimitiveLiteral::Boolean(true))
+        );
+        assert_eq!(
+            lit("DATE '1970-01-02'", PrimitiveType::Date),
+            p(PrimitiveLiteral::Int(1))
+        );
+        assert_eq!(
+            lit(
+                "12.50BD",
+                PrimitiveType::Decimal {
+                    precision: 5,
+                    scale: 2
+                }
+            ),
+            p(PrimitiveLiteral::Int128(1250))
+        );
+        assert_eq!(
+            lit("X'0aFF'", PrimitiveType::Binary),
+            p(PrimitiveLiteral::Binary(vec![10, 255]))
+        );
+        assert_eq!(
+            lit(r#""a\"b""#, PrimitiveType::String),
+            p(PrimitiveLiteral::String("a\"b".into()))
+        );
+        assert_eq!(lit("'a", PrimitiveType::String), None);
+        assert_eq!(lit("1.5", PrimitiveType::Int), None);
+        assert_eq!(lit("NaN", PrimitiveType::Double), None);
     }
 }

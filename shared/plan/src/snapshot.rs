@@ -1,7 +1,7 @@
 //! Pure planning: Delta actions + what Iceberg already holds -> one snapshot plan per Delta
 //! version. No IO here; lakemirror-iceberg's writer carries the plans out.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{
     FormatVersion, Literal, NameMapping, Operation, PrimitiveType, Schema, Struct, Type,
@@ -12,7 +12,8 @@ use crate::history::HistorySettings;
 use crate::metrics::{ColumnMetrics, column_metrics};
 use crate::name_mapping::name_mapping;
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone, partition_literal};
-use crate::schema::{check_type_changes, iceberg_schema, max_column_mapping_id, physical_names};
+use crate::properties::OmittedDeclaration;
+use crate::schema::{iceberg_schema, max_column_mapping_id, physical_names};
 use lakemirror_delta::actions::{
     Add, Metadata, Protocol, deleted_file_retention_ms, num_records, unsupported_feature,
 };
@@ -40,10 +41,13 @@ pub struct IcebergView {
     pub physical_names: HashMap<i32, String>,
     /// The table's `schema.name-mapping.default`; it only grows (old files keep resolving).
     pub name_mapping: Option<NameMapping>,
-    /// Columns left out because Java Iceberg cannot read them (`lakemirror.omitted-columns`).
-    pub omitted_columns: Vec<String>,
+    /// Columns the mirror leaves out, with why (`lakemirror.omitted-columns`).
+    pub omitted_columns: Vec<OmittedDeclaration>,
     /// Where `timestamp` partition values without an offset were written (None: UTC).
     pub partition_zone: Option<PartitionZone>,
+    /// The Iceberg format version of the mirror: variant, geo and column defaults exist
+    /// from 3 on.
+    pub format_version: FormatVersion,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -84,8 +88,11 @@ pub struct SnapshotPlan {
     pub physical_names: HashMap<i32, String>,
     /// The name mapping, when it changes at this version.
     pub name_mapping: Option<NameMapping>,
-    /// The columns left out of `schema` for Java's sake, when that list changes.
-    pub omitted_columns: Option<Vec<String>>,
+    /// The columns left out of `schema`, with why, when that list changes.
+    pub omitted_columns: Option<Vec<OmittedDeclaration>>,
+    /// The fields of `schema` of Iceberg v3 types iceberg-rust cannot express (held as a
+    /// placeholder), by field ID, when `schema` is set.
+    pub v3_types: BTreeMap<i32, String>,
     /// `lakemirror.partition-values.timezone` as this version's metadata states it (inner
     /// None: not set); None when the version has no metadata.
     pub partition_zone: Option<Option<String>>,
@@ -106,12 +113,22 @@ pub struct SnapshotPlan {
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
 /// version was cleaned up: the whole active file set at `snapshot.version`.
+///
+/// A new mirror (`current` None) is in `default_format` unless the Delta table asks for
+/// another (`lakemirror.iceberg.format-version`); an existing one keeps its own.
 pub fn plan_full(
     scope: &TableScope,
     current: Option<&IcebergView>,
     snapshot: &DeltaSnapshot,
+    default_format: FormatVersion,
 ) -> Result<SnapshotPlan> {
-    plan_full_of(scope, current, snapshot, snapshot.active.files.values())
+    plan_full_of(
+        scope,
+        current,
+        snapshot,
+        snapshot.active.files.values(),
+        default_format,
+    )
 }
 
 /// [`plan_full`], letting go of each Delta add as its planned file is made: a bootstrap
@@ -120,9 +137,16 @@ pub fn plan_full_taking(
     scope: &TableScope,
     current: Option<&IcebergView>,
     mut snapshot: DeltaSnapshot,
+    default_format: FormatVersion,
 ) -> Result<SnapshotPlan> {
     let files = std::mem::take(&mut snapshot.active.files);
-    plan_full_of(scope, current, &snapshot, files.into_values())
+    plan_full_of(
+        scope,
+        current,
+        &snapshot,
+        files.into_values(),
+        default_format,
+    )
 }
 
 fn plan_full_of(
@@ -130,6 +154,7 @@ fn plan_full_of(
     current: Option<&IcebergView>,
     snapshot: &DeltaSnapshot,
     files: impl Iterator<Item = impl std::borrow::Borrow<Add>>,
+    default_format: FormatVersion,
 ) -> Result<SnapshotPlan> {
     let table = scope.root();
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
@@ -141,8 +166,23 @@ fn plan_full_of(
     if existing.is_some_and(|c| !c.column_mapped && column_mapped(metadata)) {
         return Err(renumbered(table, snapshot.version));
     }
-    let history = names_through_history(table, current, &snapshot.active.earlier_metadata);
-    let next = next_schema(table, history.as_ref().or(current), metadata)?;
+    let requested_format = requested_format_version(table, metadata)?;
+    let format_version = match current {
+        Some(c) => c.format_version,
+        None => requested_format.unwrap_or(default_format),
+    };
+    let history = names_through_history(
+        table,
+        current,
+        &snapshot.active.earlier_metadata,
+        format_version,
+    );
+    let next = next_schema(
+        table,
+        history.as_ref().or(current),
+        metadata,
+        format_version,
+    )?;
     if let Some(c) = existing
         && (!same_partitioning(c, metadata, &next.partition_keys)
             || c.partition_zone != next.partition_zone)
@@ -189,13 +229,17 @@ fn plan_full_of(
         physical_names: next.physical_names,
         name_mapping: Some(next.name_mapping),
         omitted_columns: Some(next.omitted_columns),
+        v3_types: next.v3_types,
         partition_zone: Some(zone_setting(metadata)),
         partition_columns: metadata.partition_columns.clone(),
         added,
         removed: Vec::new(),
         replace_all: true,
         deleted_file_retention_ms: Some(retention(table, metadata)?),
-        format_version: requested_format_version(table, metadata)?,
+        format_version: match current {
+            Some(_) => requested_format,
+            None => Some(format_version),
+        },
         history: Some(HistorySettings::of(table, metadata)?),
     })
 }
@@ -210,6 +254,7 @@ fn names_through_history(
     table: &str,
     current: Option<&IcebergView>,
     earlier: &[Metadata],
+    format_version: FormatVersion,
 ) -> Option<IcebergView> {
     let mut view = match current {
         Some(view) => view.clone(),
@@ -225,12 +270,13 @@ fn names_through_history(
             name_mapping: None,
             omitted_columns: Vec::new(),
             partition_zone: None,
+            format_version,
         },
     };
     let mut grown = false;
     for metadata in earlier.iter().filter(|m| column_mapped(m)) {
         // A schema this sync cannot mirror only loses its names; the newest one decides.
-        let Ok(next) = next_schema(table, Some(&view), metadata) else {
+        let Ok(next) = next_schema(table, Some(&view), metadata, view.format_version) else {
             continue;
         };
         view.last_column_id = view.last_column_id.max(next.schema.highest_field_id());
@@ -308,6 +354,7 @@ impl IcebergView {
                 .clone()
                 .flatten()
                 .and_then(|zone| PartitionZone::parse(&zone).ok()),
+            format_version: first.format_version.unwrap_or(FormatVersion::V2),
             schema,
         })
     }
@@ -360,12 +407,13 @@ pub fn plan_commits(
         )?;
         let mut new_schema = None;
         let mut physical = HashMap::new();
+        let mut v3_types = BTreeMap::new();
         let (mut new_mapping, mut new_omitted) = (None, None);
         if let Some(metadata) = &commit.metadata {
             if view.delta_version.is_some() && !view.column_mapped && column_mapped(metadata) {
                 return Err(renumbered(table, commit.version));
             }
-            let next = next_schema(table, Some(&view), metadata)?;
+            let next = next_schema(table, Some(&view), metadata, view.format_version)?;
             if !same_partitioning(&view, metadata, &next.partition_keys)
                 || view.partition_zone != next.partition_zone
             {
@@ -385,6 +433,7 @@ pub fn plan_commits(
             let (schema, changed) = (next.schema, next.changed);
             physical = next.physical_names;
             if changed {
+                v3_types = next.v3_types;
                 view.last_column_id = view.last_column_id.max(schema.highest_field_id());
                 view.schema = schema.clone();
                 view.next_schema_id += 1;
@@ -433,6 +482,7 @@ pub fn plan_commits(
             physical_names: physical,
             name_mapping: new_mapping,
             omitted_columns: new_omitted,
+            v3_types,
             partition_zone: commit.metadata.as_ref().map(zone_setting),
             partition_columns: view.partition_columns.clone(),
             added,
@@ -483,7 +533,9 @@ struct NextSchema {
     /// `partitionValues` keys of the partition columns.
     partition_keys: Vec<String>,
     name_mapping: NameMapping,
-    omitted_columns: Vec<String>,
+    omitted_columns: Vec<OmittedDeclaration>,
+    /// Fields of v3 types held as a placeholder, by field ID.
+    v3_types: BTreeMap<i32, String>,
     partition_zone: Option<PartitionZone>,
 }
 
@@ -496,13 +548,9 @@ fn next_schema(
     table: &str,
     current: Option<&IcebergView>,
     metadata: &Metadata,
+    format_version: FormatVersion,
 ) -> Result<NextSchema> {
     let fields = parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
-    check_type_changes(&fields, "").map_err(|reason| Error::NotMirrorable {
-        table: table.to_string(),
-        reason,
-        remedy: "The table owner can rewrite the files written before the change and clear it with ALTER TABLE … DROP FEATURE 'typeWidening' ('typeWidening-preview' on tables with the preview feature), or re-create the table with the new type; the next sync then mirrors it".into(),
-    })?;
     let (previous, mapping, last_id, next_id) = match current {
         Some(c) => (
             Some(&c.schema),
@@ -512,12 +560,11 @@ fn next_schema(
         ),
         None => (None, None, 0, 0),
     };
-    let converted = iceberg_schema(&fields, previous, mapping, last_id, next_id).map_err(|e| {
-        Error::Schema {
+    let converted = iceberg_schema(&fields, previous, mapping, last_id, next_id, format_version)
+        .map_err(|e| Error::Schema {
             table: table.to_string(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     let keep = match metadata
         .configuration
         .get(KEEP_UNREADABLE_PROPERTY)
@@ -535,15 +582,17 @@ fn next_schema(
             });
         }
     };
-    let (schema, omitted_columns) = if keep {
-        (converted.schema.clone(), Vec::new())
-    } else {
-        let schema = converted.readable_by_java().map_err(|e| Error::Schema {
-            table: table.to_string(),
-            reason: e.to_string(),
-        })?;
-        (schema, converted.unreadable_paths())
-    };
+    let (schema, omitted) = converted.mirrored(keep).map_err(|e| Error::Schema {
+        table: table.to_string(),
+        reason: e.to_string(),
+    })?;
+    let omitted_columns = omitted
+        .iter()
+        .map(|c| OmittedDeclaration {
+            column: c.path.clone(),
+            reason: c.reason.to_string(),
+        })
+        .collect();
     for column in &metadata.partition_columns {
         match schema.field_by_name(column).map(|f| f.field_type.as_ref()) {
             Some(Type::Primitive(_)) => {}
@@ -590,6 +639,7 @@ fn next_schema(
         partition_keys,
         name_mapping,
         omitted_columns,
+        v3_types: converted.v3_types,
         partition_zone,
     })
 }
@@ -697,7 +747,7 @@ mod tests {
 
     fn view_after_create() -> IcebergView {
         let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
-        let plan = plan_full(&ROOT, None, &snapshot).unwrap();
+        let plan = plan_full(&ROOT, None, &snapshot, FormatVersion::V2).unwrap();
         let schema = plan.schema.unwrap();
         IcebergView {
             last_column_id: schema.highest_field_id(),
@@ -711,6 +761,7 @@ mod tests {
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
             partition_zone: None,
+            format_version: FormatVersion::V2,
         }
     }
 
@@ -745,7 +796,7 @@ mod tests {
                 ],
             ),
         ];
-        let plan = plan_full(&ROOT, None, &snapshot_of(&commits)).unwrap();
+        let plan = plan_full(&ROOT, None, &snapshot_of(&commits), FormatVersion::V2).unwrap();
         assert_eq!(plan.delta_version, 1);
         assert!(plan.replace_all);
         assert_eq!(plan.operation, Operation::Append);
@@ -848,7 +899,7 @@ mod tests {
                 )
         };
         let created = snapshot_of(&[commit(0, &[protocol(2, ""), cm_metadata("p")])]);
-        let plan = plan_full(&ROOT, None, &created).unwrap();
+        let plan = plan_full(&ROOT, None, &created, FormatVersion::V2).unwrap();
         let schema = plan.schema.unwrap();
         let view = IcebergView {
             last_column_id: schema.highest_field_id(),
@@ -862,6 +913,7 @@ mod tests {
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
             partition_zone: None,
+            format_version: FormatVersion::V2,
         };
         let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
         let plans = plan_commits(
@@ -933,8 +985,8 @@ mod tests {
                 add("p=2021-01-03/b.parquet", "2021-01-03", false, true),
             ],
         )]);
-        let borrowed = plan_full(&ROOT, None, &snapshot).unwrap();
-        let taken = plan_full_taking(&ROOT, None, snapshot).unwrap();
+        let borrowed = plan_full(&ROOT, None, &snapshot, FormatVersion::V2).unwrap();
+        let taken = plan_full_taking(&ROOT, None, snapshot, FormatVersion::V2).unwrap();
         let files = |plan: &SnapshotPlan| {
             let mut files: Vec<String> = plan
                 .added
@@ -953,7 +1005,7 @@ mod tests {
     #[test]
     fn a_history_planned_in_one_go_starts_from_the_view_of_its_first_plan() {
         let snapshot = snapshot_of(&[commit(0, &[protocol(1, ""), metadata(SCHEMA)])]);
-        let first = plan_full(&ROOT, None, &snapshot).unwrap();
+        let first = plan_full(&ROOT, None, &snapshot, FormatVersion::V2).unwrap();
         let view = IcebergView::of_new_table(&first).unwrap();
         assert_eq!(view.delta_version, Some(0));
         assert_eq!(view.partition_keys, vec!["p".to_string()]);
@@ -1010,7 +1062,7 @@ mod tests {
             &[protocol(3, r#""anotherFutureFeature""#), metadata(SCHEMA)],
         )]);
         assert!(
-            plan_full(&ROOT, None, &snapshot)
+            plan_full(&ROOT, None, &snapshot, FormatVersion::V2)
                 .unwrap_err()
                 .to_string()
                 .contains("anotherFutureFeature")

@@ -23,6 +23,12 @@ pub enum Metric {
     MirrorDrift,
     /// glue-sync: a mirror whose Delta table is gone (1).
     SourceMissing,
+    /// glue-sync: the columns a mirror leaves out (`lakemirror.omitted-columns`): a type or a
+    /// widening its Iceberg format version cannot hold, or a column Java cannot read.
+    OmittedColumns,
+    /// glue-sync: 1 when a catalog-managed table is mirrored up to its newest published
+    /// version only, for want of its catalog (UcUrl); 0 when its catalog was asked.
+    PublishedOnly,
     /// lakebase-sync: rows a reverse sync inserted, updated or deleted.
     ReverseSyncRows,
     /// lakebase-sync: how long a reverse sync took (ms).
@@ -39,6 +45,8 @@ impl Metric {
             Metric::SyncFailed => "SyncFailed",
             Metric::MirrorDrift => "MirrorDrift",
             Metric::SourceMissing => "SourceMissing",
+            Metric::OmittedColumns => "OmittedColumns",
+            Metric::PublishedOnly => "PublishedOnly",
             Metric::ReverseSyncRows => "ReverseSyncRows",
             Metric::ReverseSyncDuration => "ReverseSyncDuration",
             Metric::ReverseSyncFailed => "ReverseSyncFailed",
@@ -51,6 +59,8 @@ impl Metric {
             Metric::SyncFailed
             | Metric::MirrorDrift
             | Metric::SourceMissing
+            | Metric::OmittedColumns
+            | Metric::PublishedOnly
             | Metric::ReverseSyncRows
             | Metric::ReverseSyncFailed => "Count",
         }

@@ -20,7 +20,8 @@ METRICS_SOURCE = RUST_SOURCES / "storage" / "src" / "metrics.rs"
 # What the dashboard charts from the lakemirror namespace; a change here is a change to the
 # metrics the Rust code must emit (shared/storage/src/metrics.rs).
 EXPECTED_METRICS = {
-    "Table": {"SyncLag", "SyncDuration", "SyncFailed", "SourceMissing", "MirrorDrift"},
+    "Table": {"SyncLag", "SyncDuration", "SyncFailed", "SourceMissing", "MirrorDrift", "OmittedColumns",
+              "PublishedOnly"},
     "Target": {"ReverseSyncRows", "ReverseSyncDuration", "ReverseSyncFailed"},
 }
 

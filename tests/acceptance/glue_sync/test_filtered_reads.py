@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual, IsNull, LessThanOrEqual
 
 from acceptance.mirror_check import (_as_pyiceberg_reads_them, _columns_duckdb_can_read, _delta_rows, _project,
-                                     without_paths)
+                                     omitted_columns, without_paths)
 from acceptance.glue_sync.test_shared_tables import REFUSED, shared_tables, upload
 from conftest import REPO
 from rig import judge
@@ -91,7 +91,7 @@ def test_filtered_reads_at_the_edges_of_the_data_lose_no_rows(name, delta_tables
     rows = _delta_rows(delta, uri, None, columns)
     tbl = judge.glue_catalog().load_table((glue_database, "t"))
     # Compared without the columns the mirror leaves out for Java's sake (see mirror_check).
-    rows, columns = without_paths(rows, columns, json.loads(tbl.properties.get("lakemirror.omitted-columns", "[]")))
+    rows, columns = without_paths(rows, columns, omitted_columns(tbl.properties))
     fields = [f for f in fields if f.name in columns]
     duckdb_columns = _columns_duckdb_can_read(delta, columns)
     assert_manifests_carry_bounds(tbl)

@@ -116,6 +116,11 @@ impl MetadataWriter {
         self
     }
 
+    /// The format version new tables are created in.
+    pub fn format_version(&self) -> FormatVersion {
+        self.format_version
+    }
+
     /// Creates new tables in `format_version` (2 unless told otherwise).
     pub fn with_format_version(mut self, format_version: FormatVersion) -> Self {
         self.format_version = format_version;

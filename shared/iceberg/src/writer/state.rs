@@ -774,7 +774,10 @@ impl TableState {
         ));
         writer
             .metadata_store
-            .put(&location, Bytes::from(serde_json::to_vec(&metadata)?))
+            .put(
+                &location,
+                Bytes::from(crate::metadata_json::to_bytes(&metadata)?),
+            )
             .await?;
         crash::point("glue-after-metadata");
         Ok(StagedTable {
@@ -839,6 +842,18 @@ pub(super) fn set_definition_properties(
                 None => properties.remove(key),
             };
         }
+    }
+    if !plan.v3_types.is_empty() {
+        // Field IDs are never reused: every schema of the table reads its types from here.
+        let mut types: BTreeMap<i32, String> = properties
+            .get(V3_TYPES_PROPERTY)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default();
+        types.extend(std::mem::take(&mut plan.v3_types));
+        properties.insert(
+            V3_TYPES_PROPERTY.to_string(),
+            serde_json::to_string(&types)?,
+        );
     }
     match plan.omitted_columns.take() {
         Some(omitted) if omitted.is_empty() => {
