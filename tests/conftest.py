@@ -218,12 +218,20 @@ def function_postgres_env(postgres_server, postgres_url):
 
 
 @pytest.fixture(scope="session")
-def unity_server(tmp_path_factory):
+def unity_local_root(tmp_path_factory):
+    """The one local folder the Unity Catalog server allows `file://` storage under (managed
+    tables Java Iceberg judges must be local; rig.catalog_managed.schema_over_directory)."""
+    return tmp_path_factory.mktemp("unity-local-storage").resolve()
+
+
+@pytest.fixture(scope="session")
+def unity_server(tmp_path_factory, unity_local_root):
     """A local Unity Catalog REST server for the session (tests/rig/unity.py)."""
     from rig import unity
 
     try:
-        server = unity.start(tmp_path_factory.mktemp("unity"))
+        server = unity.start(tmp_path_factory.mktemp("unity"),
+                             config_yaml=f"local_storage:\n  allowed-roots: [{json.dumps(str(unity_local_root))}]\n")
     except (RuntimeError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or ""
         pytest.fail(f"cannot start the Unity Catalog server: {e} {detail[-2000:]}", pytrace=False)

@@ -220,6 +220,26 @@ impl DeltaLog {
         Ok(())
     }
 
+    /// Stops a replay that meets a catalog-managed table whose catalog it can ask but has not
+    /// yet: the rest of the published log may hold commits the catalog never ratified (even a
+    /// gap), and the read starts again with the catalog's answer.
+    fn ask_catalog_first(&self, active: &ActiveFileSet) -> Result<()> {
+        let unasked = self.commit_catalog.is_some() && self.catalog_managed().is_none();
+        match active.protocol.as_ref() {
+            Some(protocol) if unasked && catalog_managed::is_catalog_managed(protocol) => {
+                Err(Error::CatalogNotAskedYet {
+                    table: self.table.root_uri().to_string(),
+                    table_id: active
+                        .metadata
+                        .as_ref()
+                        .and_then(catalog_managed::catalog_table_id)
+                        .map(str::to_string),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// After a read that showed the table's `protocol` and `metadata`: when the table is
     /// catalog-managed and its catalog was not asked yet, asks it. True when the read must be
     /// made again to take the ratified commits in.
@@ -580,6 +600,10 @@ impl DeltaLog {
                         None => return Err(e),
                     }
                 }
+                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
+                    self.ratify(table_id.as_deref()).await?;
+                    continue;
+                }
                 other => other?,
             };
             if !self
@@ -611,7 +635,13 @@ impl DeltaLog {
         let snapshot = loop {
             // Its commits are applied as they are parsed, holding no file.
             let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
-            let snapshot = self.rebuild(None, Reading::Definition, no_files).await?;
+            let snapshot = match self.rebuild(None, Reading::Definition, no_files).await {
+                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
+                    self.ratify(table_id.as_deref()).await?;
+                    continue;
+                }
+                other => other?,
+            };
             if !self
                 .discovered(snapshot.protocol(), snapshot.metadata())
                 .await?
@@ -665,6 +695,10 @@ impl DeltaLog {
                         Some(_) => continue,
                         None => return Err(e),
                     }
+                }
+                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
+                    self.ratify(table_id.as_deref()).await?;
+                    continue;
                 }
                 other => other?,
             };
@@ -829,6 +863,7 @@ impl DeltaLog {
                         );
                     }
                 }
+                self.ask_catalog_first(&active)?;
                 cp_version + 1
             }
             None => 0,
@@ -860,6 +895,7 @@ impl DeltaLog {
                 }
             };
             self.check_held(&active, v)?;
+            self.ask_catalog_first(&active)?;
             timestamp_ms = commit.timestamp_ms;
             commit_hash = Some(commit.content_hash);
         }
@@ -1000,6 +1036,13 @@ impl DeltaLog {
             }
             if let Some(p) = line.protocol {
                 active.protocol = Some(p);
+            }
+            if let Some(mark) = line
+                .domain_metadata
+                .as_ref()
+                .and_then(crate::actions::DomainMetadata::row_id_high_water_mark)
+            {
+                active.row_id_high_water_mark = Some(mark);
             }
             line.sidecar
                 .filter(|_| reading == Reading::Everything)
@@ -1424,6 +1467,23 @@ mod catalog_managed_tests {
         let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
         let err = log.snapshot(None).await.unwrap_err().to_string();
         assert!(err.contains("version 1 is neither published"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_published_commit_past_the_catalogs_newest_version_is_never_read() {
+        let (table, catalog) = managed().await;
+        // Version 3 published by a writer, though the catalog never ratified it, and version
+        // 1 and 2 not published: the published log alone has a gap at 1.
+        write_commit(&table, 3, &[commit_info(9), add("rogue.parquet", 10, &[])]).await;
+        let log = DeltaLog::new(table).with_commit_catalog(Some(catalog));
+        let snapshot = log.snapshot(None).await.unwrap();
+        assert_eq!(snapshot.version, 2);
+        assert_eq!(files(&snapshot), ["part-1.parquet", "part-2.parquet"]);
+        let (_, commits) = log.recent_history(None, 100, None, false).await.unwrap();
+        assert_eq!(
+            commits.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [1, 2]
+        );
     }
 
     #[tokio::test]

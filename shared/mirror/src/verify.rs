@@ -27,6 +27,7 @@ use lakemirror_storage::{IoCounters, IoTotals};
 use crate::error::{Error, Result};
 use crate::glue_sync::mirror_stores;
 use crate::status::CatalogManagedStatus;
+use lakemirror_delta::CatalogManaged;
 use lakemirror_iceberg::catalog::Lakehouse;
 use lakemirror_iceberg::writer::MetadataWriter;
 
@@ -202,6 +203,18 @@ pub async fn verify(
     };
     let delta = match log.snapshot(Some(version)).await {
         Ok(delta) => delta,
+        // Not a difference: a reader without the catalog cannot see the ratified versions.
+        Err(lakemirror_delta::Error::NoSuchVersion { .. })
+            if matches!(
+                log.catalog_managed(),
+                Some(CatalogManaged::PublishedOnly { .. })
+            ) =>
+        {
+            return Err(Error::catalog_state(format!(
+                "cannot verify {} at Delta version {version}: the table is catalog-managed and that version is past its published log; without its catalog the ratified versions cannot be read. Give the Unity Catalog URL (--uc-url, UC_URL) and its token",
+                read.full_name()
+            )));
+        }
         Err(e @ lakemirror_delta::Error::NoSuchVersion { .. }) if request.version.is_none() => {
             let reason = e.to_string();
             // The mirror claims a version the log does not have.
