@@ -34,13 +34,15 @@ if [ ! -x "$LAKEMIRROR_JAVA_ICEBERG/setup.sh" ]; then
   echo "error: the Java Iceberg reader kit is missing at $LAKEMIRROR_JAVA_ICEBERG; set LAKEMIRROR_JAVA_ICEBERG" >&2
   exit 1
 fi
-if ! command -v java >/dev/null; then
+# javac too: the format version 3 judge (tests/rig/java_generic.py) compiles a small reader
+# against the kit's Iceberg jar at test time, so the JDK, not only the runtime.
+if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "installing Java 17 (Debian package openjdk-17-jre-headless) for the Java Iceberg judge" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless >&2 \
-      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless >&2; }
+    echo "installing Java 17 (Debian package openjdk-17-jdk-headless) for the Java Iceberg judges" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless >&2 \
+      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless >&2; }
   else
-    echo "error: java is missing: apt-get install openjdk-17-jre-headless" >&2
+    echo "error: java or javac is missing: apt-get install openjdk-17-jdk-headless" >&2
     exit 1
   fi
 fi

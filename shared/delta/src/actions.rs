@@ -18,6 +18,39 @@ pub struct ActionLine {
     pub commit_info: Option<CommitInfo>,
     /// In a v2 checkpoint: a file in `_delta_log/_sidecars/` holding more of its actions.
     pub sidecar: Option<Sidecar>,
+    /// Configuration of a named domain (`delta.rowTracking` holds the row ID high-water mark).
+    pub domain_metadata: Option<DomainMetadata>,
+}
+
+/// A `domainMetadata` action: the configuration of one named domain of the table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DomainMetadata {
+    pub domain: String,
+    /// JSON text.
+    #[serde(default)]
+    pub configuration: String,
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// The domain of row tracking, whose configuration holds `rowIdHighWaterMark`.
+pub const ROW_TRACKING_DOMAIN: &str = "delta.rowTracking";
+
+impl DomainMetadata {
+    /// The highest row ID the table has assigned, when this is row tracking's domain.
+    pub fn row_id_high_water_mark(&self) -> Option<i64> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct RowTracking {
+            row_id_high_water_mark: i64,
+        }
+        if self.domain != ROW_TRACKING_DOMAIN || self.removed {
+            return None;
+        }
+        serde_json::from_str::<RowTracking>(&self.configuration)
+            .ok()
+            .map(|r| r.row_id_high_water_mark)
+    }
 }
 
 /// A v2 checkpoint's pointer to a sidecar file of add/remove actions.
@@ -42,6 +75,14 @@ pub struct Add {
     pub stats: Option<String>,
     /// Rows of this file that are deleted, when the table uses deletion vectors.
     pub deletion_vector: Option<super::deletion_vector::DeletionVector>,
+    /// Row tracking: the row ID of the file's first row (the others follow by position,
+    /// unless the file materializes its row IDs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_row_id: Option<i64>,
+    /// Row tracking: the version that first committed this file, its rows' commit version
+    /// unless the file materializes theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_row_commit_version: Option<i64>,
 }
 
 impl Add {
@@ -130,6 +171,8 @@ pub struct DeltaCommit {
     pub removes: Vec<Remove>,
     pub metadata: Option<Metadata>,
     pub protocol: Option<Protocol>,
+    /// The row ID high-water mark this commit sets (`delta.rowTracking` domain).
+    pub row_id_high_water_mark: Option<i64>,
 }
 
 impl DeltaCommit {
@@ -158,6 +201,7 @@ impl DeltaCommit {
             removes: Vec::new(),
             metadata: None,
             protocol: None,
+            row_id_high_water_mark: None,
         };
         let mut info_time = None;
         for (n, line) in text.lines().enumerate() {
@@ -192,6 +236,13 @@ impl DeltaCommit {
         }
         if let Some(protocol) = action.protocol {
             self.protocol = Some(protocol);
+        }
+        if let Some(mark) = action
+            .domain_metadata
+            .as_ref()
+            .and_then(DomainMetadata::row_id_high_water_mark)
+        {
+            self.row_id_high_water_mark = Some(mark);
         }
     }
 

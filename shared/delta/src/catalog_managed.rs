@@ -181,7 +181,7 @@ impl CatalogManaged {
         match self {
             CatalogManaged::Ratified(_) => None,
             CatalogManaged::PublishedOnly { .. } => Some(
-                "a catalog-managed table read without its catalog: mirrored up to its newest published version only; set the Unity Catalog URL (UcUrl, UC_URL, --uc-url) and its token so the commits the catalog ratified are read as well".into(),
+                "a catalog-managed table read without its catalog: mirrored up to its newest published version only; set the Unity Catalog URL (UcUrl, UC_URL) and its token so the commits the catalog ratified are read as well".into(),
             ),
         }
     }

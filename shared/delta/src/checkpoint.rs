@@ -176,9 +176,10 @@ pub fn checkpoint_actions(bytes: Bytes) -> Result<Vec<ActionLine>, String> {
     Ok(lines)
 }
 
-/// The checkpoint columns a snapshot reads: file actions, the table's definition, and a v2
-/// checkpoint's sidecars. Tombstones (`remove`), `txn` and `domainMetadata` are not decoded.
-const SNAPSHOT_COLUMNS: [&str; 4] = ["add", "metaData", "protocol", "sidecar"];
+/// The checkpoint columns a snapshot reads: file actions, the table's definition, a v2
+/// checkpoint's sidecars, and domain metadata (row tracking's high-water mark). Tombstones
+/// (`remove`) and `txn` are not decoded.
+const SNAPSHOT_COLUMNS: [&str; 5] = ["add", "metaData", "protocol", "sidecar", "domainMetadata"];
 
 /// Hands each action of a Parquet checkpoint (classic, v2 or sidecar) to `each` as it is
 /// decoded, reading only [`SNAPSHOT_COLUMNS`].

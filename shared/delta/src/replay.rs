@@ -67,6 +67,8 @@ pub struct ActiveFileSet {
     pub earlier_metadata: Vec<Metadata>,
     /// Files the filter lets go are never held (None: every file).
     pub filter: Option<FileFilter>,
+    /// The row ID high-water mark (`delta.rowTracking` domain), when the log states it.
+    pub row_id_high_water_mark: Option<i64>,
 }
 
 impl ActiveFileSet {
@@ -116,6 +118,9 @@ impl ActiveFileSet {
         }
         if let Some(p) = &commit.protocol {
             self.protocol = Some(p.clone());
+        }
+        if let Some(mark) = commit.row_id_high_water_mark {
+            self.row_id_high_water_mark = Some(mark);
         }
     }
 }

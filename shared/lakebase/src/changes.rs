@@ -164,6 +164,8 @@ fn removed_entry(remove: &Remove, partitioned: bool) -> Result<Add, NotIncrement
         data_change: remove.data_change,
         stats: None,
         deletion_vector,
+        base_row_id: None,
+        default_row_commit_version: None,
     })
 }
 

@@ -211,7 +211,7 @@ pub async fn verify(
             ) =>
         {
             return Err(Error::catalog_state(format!(
-                "cannot verify {} at Delta version {version}: the table is catalog-managed and that version is past its published log; without its catalog the ratified versions cannot be read. Give the Unity Catalog URL (--uc-url, UC_URL) and its token",
+                "cannot verify {} at Delta version {version}: the table is catalog-managed and that version is past its published log; without its catalog the ratified versions cannot be read. Give the Unity Catalog URL (UC_URL) and its token",
                 read.full_name()
             )));
         }
@@ -592,6 +592,8 @@ mod tests {
                 cardinality,
             }),
             metrics: ColumnMetrics::default(),
+            first_row_id: None,
+            data_sequence_number: None,
         }
     }
 

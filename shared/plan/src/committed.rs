@@ -9,7 +9,7 @@ use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use crate::properties::{
     CATALOG_TABLE_ID_PROPERTY, COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY,
     DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, OmittedDeclaration, PHYSICAL_NAMES_PROPERTY,
-    omitted_declarations,
+    ROW_LINEAGE_PROPERTY, omitted_declarations,
 };
 use crate::snapshot::IcebergView;
 
@@ -93,6 +93,7 @@ impl CommittedTable {
             omitted_columns,
             partition_zone,
             format_version: m.format_version(),
+            row_lineage: m.properties().contains_key(ROW_LINEAGE_PROPERTY),
         })
     }
 

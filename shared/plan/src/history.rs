@@ -14,7 +14,7 @@ use iceberg::spec::{Operation, Snapshot};
 use lakemirror_delta::actions::Metadata;
 
 use crate::properties::{DELTA_COMMIT_TIMESTAMP, DELTA_REMOVED_AT, DELTA_VERSION};
-use crate::snapshot::SnapshotPlan;
+use crate::snapshot::{RowLineage, SnapshotPlan};
 
 /// Delta table property (and Iceberg table property of the mirror): how many of the newest
 /// Delta versions keep a snapshot each.
@@ -436,6 +436,12 @@ fn absorb(earlier: SnapshotPlan, later: SnapshotPlan) -> SnapshotPlan {
             .or(earlier.deleted_file_retention_ms),
         format_version: later.format_version.or(earlier.format_version),
         history: later.history.or(earlier.history),
+        row_lineage: match (earlier.row_lineage, later.row_lineage) {
+            (Some(a), Some(b)) => Some(RowLineage {
+                high_water_mark: a.high_water_mark.max(b.high_water_mark),
+            }),
+            (_, later) => later,
+        },
     }
 }
 
@@ -615,6 +621,8 @@ mod tests {
             record_count: Some(1),
             deletion_vector: None,
             metrics: ColumnMetrics::default(),
+            first_row_id: None,
+            data_sequence_number: None,
         }
     }
 
@@ -645,6 +653,7 @@ mod tests {
             deleted_file_retention_ms: None,
             format_version: None,
             history: None,
+            row_lineage: None,
         }
     }
 

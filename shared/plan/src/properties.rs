@@ -20,6 +20,8 @@ pub const DELTA_REMOVED_AT: &str = "lakemirror.delta.removed-at";
 /// Table property: the catalog's id of a catalog-managed Delta table, whose commits past its
 /// published log are read as its catalog ratified them (`lakemirror_delta::catalog_managed`).
 pub const CATALOG_TABLE_ID_PROPERTY: &str = "lakemirror.delta.catalog-table-id";
+/// Table property, set when the mirror carries Delta's row tracking as its row lineage.
+pub const ROW_LINEAGE_PROPERTY: &str = "lakemirror.delta.row-lineage";
 /// Table property, set when the schema's IDs are Delta's column-mapping IDs.
 pub const COLUMN_MAPPED_PROPERTY: &str = "lakemirror.delta.column-mapping";
 /// Table property: the physical name of each column-mapped field, by field ID (JSON).

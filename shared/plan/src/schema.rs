@@ -76,6 +76,8 @@ pub struct ConvertedSchema {
     /// The fields of Iceberg v3 types iceberg-rust 0.10 cannot express, by field ID: their
     /// type as the Iceberg spec writes it (`variant`, `geometry`, `geography(…)`).
     pub v3_types: BTreeMap<i32, String>,
+    /// The fields of Delta's variant type, in either format version.
+    pub variant_ids: HashSet<i32>,
 }
 
 /// A column the mirror leaves out, and why.
@@ -214,6 +216,7 @@ pub fn iceberg_schema(
         void_ids: HashSet::new(),
         omitted: Vec::new(),
         v3_types: BTreeMap::new(),
+        variant_ids: HashSet::new(),
     };
     let (fields, _, _) = walk.struct_fields(fields, "")?;
     let schema = Schema::builder()
@@ -226,6 +229,7 @@ pub fn iceberg_schema(
         void_ids: walk.void_ids,
         omitted: walk.omitted,
         v3_types: walk.v3_types,
+        variant_ids: walk.variant_ids,
     })
 }
 
@@ -269,6 +273,7 @@ struct Walk<'a> {
     void_ids: HashSet<i32>,
     omitted: Vec<OmittedColumn>,
     v3_types: BTreeMap<i32, String>,
+    variant_ids: HashSet<i32>,
 }
 
 /// A Delta type as the walk made it.
@@ -399,6 +404,9 @@ impl Walk<'_> {
         Ok(match t {
             DeltaType::Primitive(name) => match V3Type::of_delta(name) {
                 Some(v3) if self.v3 => {
+                    if v3 == V3Type::Variant {
+                        self.variant_ids.insert(id);
+                    }
                     self.v3_types.insert(id, v3.iceberg_type());
                     Typed {
                         field_type: Type::Primitive(V3_PLACEHOLDER),
@@ -406,13 +414,18 @@ impl Walk<'_> {
                         omit: None,
                     }
                 }
-                Some(_) => Typed {
-                    field_type: Type::Primitive(V3_PLACEHOLDER),
-                    holds_ids: false,
-                    omit: Some(OmitReason::NotInFormatVersion2 {
-                        delta_type: name.clone(),
-                    }),
-                },
+                Some(v2) => {
+                    if v2 == V3Type::Variant {
+                        self.variant_ids.insert(id);
+                    }
+                    Typed {
+                        field_type: Type::Primitive(V3_PLACEHOLDER),
+                        holds_ids: false,
+                        omit: Some(OmitReason::NotInFormatVersion2 {
+                            delta_type: name.clone(),
+                        }),
+                    }
+                }
                 None => Typed {
                     field_type: Type::Primitive(primitive(name, path)?),
                     holds_ids: false,

@@ -1,16 +1,17 @@
 //! Pure planning: Delta actions + what Iceberg already holds -> one snapshot plan per Delta
 //! version. No IO here; lakemirror-iceberg's writer carries the plans out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
-    FormatVersion, Literal, NameMapping, Operation, PrimitiveType, Schema, Struct, Type,
+    FormatVersion, Literal, MappedField, NameMapping, Operation, PrimitiveType, Schema, Struct,
+    Type,
 };
 
 use crate::error::{Error, Result};
 use crate::history::HistorySettings;
 use crate::metrics::{ColumnMetrics, column_metrics};
-use crate::name_mapping::name_mapping;
+use crate::name_mapping::{DECOY_FLOOR, name_mapping};
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone, partition_literal};
 use crate::properties::OmittedDeclaration;
 use crate::schema::{iceberg_schema, max_column_mapping_id, physical_names};
@@ -48,6 +49,8 @@ pub struct IcebergView {
     /// The Iceberg format version of the mirror: variant, geo and column defaults exist
     /// from 3 on.
     pub format_version: FormatVersion,
+    /// Whether the mirror carries Delta's row tracking as its row lineage.
+    pub row_lineage: bool,
 }
 
 /// A data file to add, as the Delta log describes it.
@@ -63,6 +66,12 @@ pub struct PlannedFile {
     pub deletion_vector: Option<DeletionVector>,
     /// Column bounds and counts proven by `add.stats`.
     pub metrics: ColumnMetrics,
+    /// Row lineage of a row-tracking table in a v3 mirror: the row ID of the file's first
+    /// row (`add.baseRowId`), Iceberg's `first_row_id`.
+    pub first_row_id: Option<i64>,
+    /// ... and the version that first committed the file (`add.defaultRowCommitVersion`),
+    /// the data sequence number its rows' `_last_updated_sequence_number` reads.
+    pub data_sequence_number: Option<i64>,
 }
 
 /// One Iceberg snapshot to write, for one Delta version.
@@ -109,6 +118,18 @@ pub struct SnapshotPlan {
     pub format_version: Option<FormatVersion>,
     /// The `lakemirror.history.*` settings, when this version's metadata is known.
     pub history: Option<HistorySettings>,
+    /// Row lineage from Delta's row tracking, when the mirror carries it (a v3 mirror of a
+    /// table with `delta.enableRowTracking`): sequence numbers follow Delta versions, data
+    /// files keep Delta's row IDs, and the table's next row ID follows this high-water mark.
+    pub row_lineage: Option<RowLineage>,
+}
+
+/// Delta's row tracking as a snapshot carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowLineage {
+    /// The highest row ID Delta assigned (`delta.rowTracking` `rowIdHighWaterMark`, else the
+    /// last row of the files this version holds or adds), at least.
+    pub high_water_mark: i64,
 }
 
 /// Plans the first snapshot of a table, or a rebuild after the log before the synced
@@ -196,6 +217,7 @@ fn plan_full_of(
         keys: &next.partition_keys,
         zone: next.partition_zone.as_ref(),
     };
+    let tracked = row_lineage_carried(format_version, metadata);
     let added = files
         .map(|add| {
             planned_file(
@@ -204,9 +226,12 @@ fn plan_full_of(
                 &partitions,
                 &next.physical_names,
                 add.borrow(),
+                tracked,
             )
         })
         .collect::<Result<Vec<_>>>()?;
+    let row_lineage =
+        tracked.then(|| RowLineage::of(snapshot.active.row_id_high_water_mark, &added));
     let operation = if current.is_some_and(|c| c.delta_version.is_some()) {
         Operation::Overwrite
     } else {
@@ -241,6 +266,7 @@ fn plan_full_of(
             None => Some(format_version),
         },
         history: Some(HistorySettings::of(table, metadata)?),
+        row_lineage,
     })
 }
 
@@ -271,6 +297,7 @@ fn names_through_history(
             omitted_columns: Vec::new(),
             partition_zone: None,
             format_version,
+            row_lineage: false,
         },
     };
     let mut grown = false;
@@ -355,6 +382,7 @@ impl IcebergView {
                 .flatten()
                 .and_then(|zone| PartitionZone::parse(&zone).ok()),
             format_version: first.format_version.unwrap_or(FormatVersion::V2),
+            row_lineage: first.row_lineage.is_some(),
             schema,
         })
     }
@@ -419,6 +447,7 @@ pub fn plan_commits(
             {
                 return Err(repartitioned(table, commit.version, &view, metadata));
             }
+            view.row_lineage = row_lineage_carried(view.format_version, metadata);
             view.partition_columns = metadata.partition_columns.clone();
             view.partition_keys = next.partition_keys;
             view.physical_names = next.physical_names.clone();
@@ -448,8 +477,20 @@ pub fn plan_commits(
         let added = commit
             .adds
             .iter()
-            .map(|add| planned_file(scope, &view.schema, &partitions, &view.physical_names, add))
+            .map(|add| {
+                planned_file(
+                    scope,
+                    &view.schema,
+                    &partitions,
+                    &view.physical_names,
+                    add,
+                    view.row_lineage,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
+        let row_lineage = view
+            .row_lineage
+            .then(|| RowLineage::of(commit.row_id_high_water_mark, &added));
         let removed = commit
             .removes
             .iter()
@@ -499,6 +540,7 @@ pub fn plan_commits(
                 .as_ref()
                 .map(|m| HistorySettings::of(table, m))
                 .transpose()?,
+            row_lineage,
         });
     }
     Ok(plans)
@@ -619,12 +661,19 @@ fn next_schema(
         })
         .collect();
     let physical_names = physical_names(&fields);
-    let name_mapping = name_mapping(
-        mapping,
-        &converted.schema,
-        &physical_names,
-        &converted.void_ids,
+    let mut name_mapping = with_materialized_row_tracking(
+        name_mapping(
+            mapping,
+            &converted.schema,
+            &physical_names,
+            &converted.void_ids,
+        ),
+        metadata,
+        row_lineage_carried(format_version, metadata),
     );
+    if format_version < FormatVersion::V3 {
+        name_mapping = with_variant_members(name_mapping, &converted.variant_ids);
+    }
     let partition_zone = zone_setting(metadata)
         .map(|zone| PartitionZone::parse(&zone))
         .transpose()
@@ -668,6 +717,7 @@ fn planned_file(
     partitions: &PartitionReading,
     physical_names: &HashMap<i32, String>,
     add: &Add,
+    row_lineage: bool,
 ) -> Result<PlannedFile> {
     let root_uri = scope.root();
     let location = data_file_location(scope, &add.path)?;
@@ -693,7 +743,117 @@ fn planned_file(
         record_count: num_records(add.stats.as_deref()),
         deletion_vector: add.deletion_vector.clone(),
         metrics: column_metrics(add.stats.as_deref(), schema, physical_names),
+        first_row_id: add.base_row_id.filter(|_| row_lineage),
+        data_sequence_number: add.default_row_commit_version.filter(|_| row_lineage),
     })
+}
+
+/// `mapping` with the columns in which Delta materializes row IDs and row commit versions
+/// (rows UPDATE, MERGE or OPTIMIZE moved into another file keep theirs there): a mirror that
+/// carries the row lineage maps them to Iceberg's `_row_id` and
+/// `_last_updated_sequence_number` field IDs, which readers take a materialized value from;
+/// any other maps them to decoys nobody reads, so that readers that want every file column
+/// mapped (pyiceberg) read those files too.
+fn with_materialized_row_tracking(
+    mapping: NameMapping,
+    metadata: &Metadata,
+    carried: bool,
+) -> NameMapping {
+    let columns = [
+        (MATERIALIZED_ROW_ID_COLUMN, ROW_ID_FIELD_ID, DECOY_FLOOR + 1),
+        (
+            MATERIALIZED_ROW_COMMIT_VERSION_COLUMN,
+            LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+            DECOY_FLOOR + 2,
+        ),
+    ];
+    let mut fields = mapping.fields().to_vec();
+    for (property, reserved, decoy) in columns {
+        let Some(name) = metadata.configuration.get(property).cloned().flatten() else {
+            continue;
+        };
+        if fields.iter().any(|f| f.names().contains(&name)) {
+            continue;
+        }
+        let id = if carried { reserved } else { decoy };
+        fields.push(MappedField::new(Some(id), vec![name], vec![]));
+    }
+    NameMapping::new(fields)
+}
+
+/// `mapping` with the members of each variant group (`metadata`, `value`) mapped to IDs
+/// nobody reads, in a mirror that leaves variant columns out: pyiceberg maps every column of
+/// a data file through the name mapping and refuses one it cannot find, even of a column the
+/// table does not have. (A shredded file's `typed_value` holds fields of its own, which only
+/// its footer names: pyiceberg 0.12 cannot read such files of a format version 2 mirror.)
+fn with_variant_members(mapping: NameMapping, variant_ids: &HashSet<i32>) -> NameMapping {
+    fn walk(
+        fields: &[impl std::borrow::Borrow<MappedField>],
+        variant_ids: &HashSet<i32>,
+        next: &mut i32,
+    ) -> Vec<MappedField> {
+        fields
+            .iter()
+            .map(|f| {
+                let f = f.borrow();
+                let mut children = walk(f.fields(), variant_ids, next);
+                if f.field_id().is_some_and(|id| variant_ids.contains(&id)) && children.is_empty() {
+                    for member in ["metadata", "value"] {
+                        *next -= 1;
+                        children.push(MappedField::new(Some(*next), vec![member.into()], vec![]));
+                    }
+                }
+                MappedField::new(f.field_id(), f.names().to_vec(), children)
+            })
+            .collect()
+    }
+    if variant_ids.is_empty() {
+        return mapping;
+    }
+    // Decoys counted down from below the row tracking ones.
+    let mut next = DECOY_FLOOR + 1_000;
+    NameMapping::new(walk(mapping.fields(), variant_ids, &mut next))
+}
+
+/// Delta table properties naming the columns row tracking materializes its values in.
+pub const MATERIALIZED_ROW_ID_COLUMN: &str = "delta.rowTracking.materializedRowIdColumnName";
+pub const MATERIALIZED_ROW_COMMIT_VERSION_COLUMN: &str =
+    "delta.rowTracking.materializedRowCommitVersionColumnName";
+/// Iceberg's reserved field IDs of `_row_id` and `_last_updated_sequence_number`.
+pub const ROW_ID_FIELD_ID: i32 = i32::MAX - 107;
+pub const LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID: i32 = i32::MAX - 108;
+
+/// Delta table property that turns row tracking on.
+pub const ENABLE_ROW_TRACKING: &str = "delta.enableRowTracking";
+
+/// Whether a mirror in `format_version` carries the row tracking `metadata` turns on: only
+/// format version 3 has row lineage, and Delta's row IDs are stable only while the property
+/// is on (a table that merely supports the feature may have files without them).
+pub fn row_lineage_carried(format_version: FormatVersion, metadata: &Metadata) -> bool {
+    format_version >= FormatVersion::V3
+        && metadata
+            .configuration
+            .get(ENABLE_ROW_TRACKING)
+            .cloned()
+            .flatten()
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+impl RowLineage {
+    /// The high-water mark the log states, raised to the last row ID of `files` (a bound a
+    /// log whose domain metadata the reader did not see still gives).
+    fn of(stated: Option<i64>, files: &[PlannedFile]) -> Self {
+        let last_row = files
+            .iter()
+            .filter_map(|f| {
+                let rows = i64::try_from(f.record_count?).ok()?;
+                f.first_row_id?.checked_add(rows - 1)
+            })
+            .max();
+        Self {
+            high_water_mark: stated.max(last_row).unwrap_or(-1),
+        }
+    }
 }
 
 /// The full location of a data file from its Delta path (URI-encoded, relative or absolute),
@@ -762,6 +922,7 @@ mod tests {
             omitted_columns: Vec::new(),
             partition_zone: None,
             format_version: FormatVersion::V2,
+            row_lineage: false,
         }
     }
 
@@ -914,6 +1075,7 @@ mod tests {
             omitted_columns: Vec::new(),
             partition_zone: None,
             format_version: FormatVersion::V2,
+            row_lineage: false,
         };
         let add = r#"{"add":{"path":"f.parquet","partitionValues":{"col-2":"2024-01-02"},"size":10,"modificationTime":1,"dataChange":true}}"#;
         let plans = plan_commits(
@@ -1090,5 +1252,40 @@ mod tests {
             data_file_location(&clones, other).unwrap(),
             "s3://other/abs olute.parquet"
         );
+    }
+
+    #[test]
+    fn a_v3_mirror_of_a_row_tracking_table_keeps_deltas_row_ids_and_maps_materialized_ones() {
+        let metadata = r#"{"metaData":{"id":"x","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}}]}","partitionColumns":[],"configuration":{"delta.enableRowTracking":"true","delta.rowTracking.materializedRowIdColumnName":"_row-id-col-1","delta.rowTracking.materializedRowCommitVersionColumnName":"_row-commit-version-col-1"}}}"#;
+        let add = r#"{"add":{"path":"a.parquet","partitionValues":{},"size":100,"modificationTime":1,"dataChange":true,"stats":"{\"numRecords\":4}","baseRowId":10,"defaultRowCommitVersion":3}}"#;
+        let mark = r#"{"domainMetadata":{"domain":"delta.rowTracking","configuration":"{\"rowIdHighWaterMark\":20}","removed":false}}"#;
+        let snapshot = snapshot_of(&[commit(
+            3,
+            &[protocol(1, ""), metadata.into(), add.into(), mark.into()],
+        )]);
+        let v3 = plan_full(&ROOT, None, &snapshot, FormatVersion::V3).unwrap();
+        assert_eq!(v3.row_lineage.unwrap().high_water_mark, 20);
+        assert_eq!(v3.added[0].first_row_id, Some(10));
+        assert_eq!(v3.added[0].data_sequence_number, Some(3));
+        let mapped = |plan: &SnapshotPlan, name: &str| {
+            plan.name_mapping
+                .as_ref()
+                .unwrap()
+                .fields()
+                .iter()
+                .find(|f| f.names().iter().any(|n| n == name))
+                .and_then(|f| f.field_id())
+        };
+        assert_eq!(mapped(&v3, "_row-id-col-1"), Some(ROW_ID_FIELD_ID));
+        assert_eq!(
+            mapped(&v3, "_row-commit-version-col-1"),
+            Some(LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID)
+        );
+        // A v2 mirror has no row lineage: the columns map to IDs nobody reads.
+        let v2 = plan_full(&ROOT, None, &snapshot, FormatVersion::V2).unwrap();
+        assert_eq!(v2.row_lineage, None);
+        assert_eq!(v2.added[0].first_row_id, None);
+        let decoy = mapped(&v2, "_row-id-col-1").unwrap();
+        assert!(decoy >= DECOY_FLOOR && decoy != ROW_ID_FIELD_ID, "{decoy}");
     }
 }

@@ -1,6 +1,7 @@
-//! v3 row lineage: the row IDs a snapshot assigns. Every data manifest without row IDs gets
-//! the next range of them (a rewritten bucket gets new ones; Delta's row tracking is not
-//! carried over), and its files inherit theirs from it, in order.
+//! v3 row lineage: the row IDs a snapshot assigns. Without Delta's row tracking, every data
+//! manifest without row IDs gets the next range of them (a rewritten bucket gets new ones),
+//! and its files inherit theirs from it, in order. With it, every data file states the row ID
+//! Delta gave its first row (`add.baseRowId`), as UniForm writes it (delta#7023).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,4 +40,22 @@ pub(super) fn assign_row_ids(
         }
     }
     Ok(next_row_id)
+}
+
+/// Row IDs of a table whose data files state their own (Delta's row tracking): a data
+/// manifest without a first row ID gets `next_row_id` (Java drops the files' own IDs under a
+/// manifest without one), which nothing inherits; the table's next row ID becomes one past
+/// Delta's `high_water_mark`, never less than it was. Answers that next row ID.
+pub(super) fn explicit_row_ids(
+    manifests: &mut BTreeMap<(Content, u32), Vec<ManifestFile>>,
+    next_row_id: u64,
+    high_water_mark: i64,
+) -> Result<u64> {
+    for manifest in manifests.values_mut().flatten() {
+        if manifest.content == ManifestContentType::Data && manifest.first_row_id.is_none() {
+            manifest.first_row_id = Some(next_row_id);
+        }
+    }
+    let past_mark = u64::try_from(high_water_mark.saturating_add(1)).unwrap_or(0);
+    Ok(next_row_id.max(past_mark))
 }

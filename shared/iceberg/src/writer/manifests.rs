@@ -23,6 +23,9 @@ pub(super) struct BucketWriter<'a> {
     pub(super) writer: &'a MetadataWriter,
     pub(super) snapshot_id: i64,
     pub(super) sequence_number: i64,
+    /// Row lineage: the data sequence number of added files that keep an earlier one (the
+    /// Delta version that first committed them), by location.
+    pub(super) data_sequence_numbers: &'a HashMap<String, i64>,
     pub(super) schema: SchemaRef,
     pub(super) spec: PartitionSpec,
     pub(super) partition_type: StructType,
@@ -121,13 +124,31 @@ impl BucketWriter<'_> {
         }
         let mut next_live = kept;
         for file in adds {
-            manifest.add_file(file.clone(), self.sequence_number)?;
+            let first_row_id = file.first_row_id();
+            let sequence_number = match self.data_sequence_numbers.get(file.file_path()) {
+                // An earlier data sequence number is stated with the same file sequence
+                // number: Java 1.10 reads `_last_updated_sequence_number` from the latter
+                // (fixed by apache/iceberg#17039). Iceberg writes such an entry as EXISTING.
+                Some(&earlier) if earlier < self.sequence_number => {
+                    manifest.add_existing_file(
+                        file.clone(),
+                        self.snapshot_id,
+                        earlier,
+                        Some(earlier),
+                    )?;
+                    earlier
+                }
+                _ => {
+                    manifest.add_file(file.clone(), self.sequence_number)?;
+                    self.sequence_number
+                }
+            };
             next_live.push(LiveFile {
                 data_file: file,
                 snapshot_id: self.snapshot_id,
-                sequence_number: self.sequence_number,
-                file_sequence_number: self.sequence_number,
-                first_row_id: None,
+                sequence_number,
+                file_sequence_number: sequence_number,
+                first_row_id,
             });
         }
         let written = manifest.write_manifest_file().await?;
@@ -317,6 +338,7 @@ pub(super) fn data_file(file: &PlannedFile, spec_id: i32) -> Result<DataFile> {
         .null_value_counts(file.metrics.null_value_counts.clone())
         .lower_bounds(file.metrics.lower_bounds.clone())
         .upper_bounds(file.metrics.upper_bounds.clone())
+        .first_row_id(file.first_row_id)
         .build()
         .map_err(|e| Error::data_file(&file.location, e))
 }

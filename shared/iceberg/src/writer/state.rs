@@ -29,7 +29,7 @@ use lakemirror_storage::crash;
 
 use crate::error::{Error, Result};
 
-use super::lineage::assign_row_ids;
+use super::lineage::{assign_row_ids, explicit_row_ids};
 use super::*;
 
 /// The table being written: metadata builder plus the manifests of the newest snapshot.
@@ -337,7 +337,14 @@ impl TableState {
         part: Option<&FanOutPart>,
     ) -> Result<Changed> {
         self.take_definition(writer, plan).await?;
-        let sequence_number = self.last_sequence_number + 1;
+        let sequence_number = self.next_sequence_number(plan);
+        // Row lineage: a file keeps the data sequence number of the version that first
+        // committed it, which its rows' `_last_updated_sequence_number` reads.
+        let data_sequence_numbers: HashMap<String, i64> = plan
+            .added
+            .iter()
+            .filter_map(|f| Some((f.location.clone(), f.data_sequence_number?)))
+            .collect();
         let mut changed = Changed {
             added: Counts::new(
                 plan.added.len() as u64,
@@ -467,6 +474,7 @@ impl TableState {
             writer,
             snapshot_id,
             sequence_number,
+            data_sequence_numbers: &data_sequence_numbers,
             schema: self.schema.clone(),
             spec: self.spec.as_ref().clone(),
             partition_type,
@@ -586,7 +594,7 @@ impl TableState {
         snapshot_id: i64,
         changed: Changed,
     ) -> Result<SnapshotOutcome> {
-        let sequence_number = self.last_sequence_number + 1;
+        let sequence_number = self.next_sequence_number(plan);
 
         // The manifest list: every bucket's newest manifest.
         let list_location =
@@ -594,7 +602,14 @@ impl TableState {
         let output = writer.staging.new_output(&list_location)?.writer().await?;
         let first_row_id = self.next_row_id;
         let mut list = if self.format_version == FormatVersion::V3 {
-            self.next_row_id = assign_row_ids(&mut self.manifests, &mut self.loaded, first_row_id)?;
+            self.next_row_id = match plan.row_lineage {
+                // Delta's row IDs: every data file states its own; the table's next row ID
+                // follows Delta's high-water mark.
+                Some(lineage) => {
+                    explicit_row_ids(&mut self.manifests, first_row_id, lineage.high_water_mark)?
+                }
+                None => assign_row_ids(&mut self.manifests, &mut self.loaded, first_row_id)?,
+            };
             ManifestListWriter::v3(
                 output,
                 snapshot_id,
@@ -662,6 +677,17 @@ impl TableState {
             added_files: changed.added.files as usize,
             removed_files: changed.removed().files as usize,
         })
+    }
+
+    /// The sequence number of the next snapshot: the one after the last, or with row lineage
+    /// (as UniForm writes it) the Delta version, when it is past the last, so that data
+    /// sequence numbers are the versions that committed the files.
+    fn next_sequence_number(&self, plan: &SnapshotPlan) -> i64 {
+        let next = self.last_sequence_number + 1;
+        match plan.row_lineage {
+            Some(_) => next.max(plan.delta_version),
+            None => next,
+        }
     }
 
     pub(super) fn take_builder(&mut self) -> Result<TableMetadataBuilder> {
@@ -802,6 +828,14 @@ pub(super) fn set_definition_properties(
 ) -> Result<()> {
     if let Some(id) = plan.delta_table_id.take() {
         properties.insert(DELTA_TABLE_ID_PROPERTY.to_string(), id);
+    }
+    match plan.row_lineage {
+        Some(_) => {
+            properties.insert(ROW_LINEAGE_PROPERTY.to_string(), "true".to_string());
+        }
+        None => {
+            properties.remove(ROW_LINEAGE_PROPERTY);
+        }
     }
     match plan.catalog_table_id.take() {
         Some(Some(id)) => {

@@ -36,6 +36,8 @@ fn file(n: usize, records: u64) -> PlannedFile {
         record_count: Some(records),
         deletion_vector: None,
         metrics: Default::default(),
+        first_row_id: None,
+        data_sequence_number: None,
     }
 }
 
@@ -236,4 +238,100 @@ async fn a_replaced_snapshot_leaves_the_totals_and_counts_as_removed() {
     ] {
         assert_eq!(summary(&table, key), value, "{key}");
     }
+}
+
+/// The live data files of the current snapshot with their sequence numbers and first row IDs,
+/// by location.
+async fn lineage(
+    writer: &MetadataWriter,
+    table: &CommittedTable,
+) -> BTreeMap<String, (i64, i64, Option<i64>)> {
+    let snapshot = table.metadata.current_snapshot().unwrap();
+    let (bytes, _) = writer
+        .metadata_store
+        .get(snapshot.manifest_list())
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for manifest in writer
+        .own_manifests(&bytes, table.metadata.format_version())
+        .unwrap()
+    {
+        if manifest.content != iceberg::spec::ManifestContentType::Data {
+            continue;
+        }
+        assert!(
+            manifest.first_row_id.is_some(),
+            "Java drops the files' own IDs without one"
+        );
+        for live in read_live_files(writer, &manifest).await.unwrap() {
+            out.insert(
+                live.data_file.file_path().to_string(),
+                (
+                    live.sequence_number,
+                    live.file_sequence_number,
+                    live.first_row_id,
+                ),
+            );
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn deltas_row_tracking_becomes_row_lineage_with_its_row_ids_and_commit_versions() {
+    let writer = writer(FormatVersion::V3);
+    let tracked = |n: usize, records: u64, base: i64, committed: i64| PlannedFile {
+        first_row_id: Some(base),
+        data_sequence_number: Some(committed),
+        ..file(n, records)
+    };
+    // Version 5 of a table whose files came in at versions 2 and 5.
+    let first = SnapshotPlan {
+        delta_version: 5,
+        row_lineage: Some(lakemirror_plan::snapshot::RowLineage {
+            high_water_mark: 19,
+        }),
+        ..bootstrap(vec![tracked(0, 10, 0, 2), tracked(1, 5, 10, 5)])
+    };
+    let table = stage(&writer, None, first).await;
+    let snapshot = table.metadata.current_snapshot().unwrap();
+    assert_eq!(
+        snapshot.sequence_number(),
+        5,
+        "the sequence number is the Delta version"
+    );
+    assert_eq!(
+        table.metadata.next_row_id(),
+        20,
+        "one past Delta's high-water mark"
+    );
+    let files = lineage(&writer, &table).await;
+    assert_eq!(files[&file(0, 10).location], (2, 2, Some(0)));
+    assert_eq!(files[&file(1, 5).location], (5, 5, Some(10)));
+    // Version 7 adds a file and drops one; the kept file keeps its row IDs and version.
+    let next = SnapshotPlan {
+        row_lineage: Some(lakemirror_plan::snapshot::RowLineage {
+            high_water_mark: 22,
+        }),
+        ..plan(7, vec![tracked(2, 3, 20, 7)], vec![file(1, 5).location])
+    };
+    let table = stage(&writer, Some(&table), next).await;
+    assert_eq!(
+        table.metadata.current_snapshot().unwrap().sequence_number(),
+        7
+    );
+    assert_eq!(table.metadata.next_row_id(), 23);
+    let files = lineage(&writer, &table).await;
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[&file(0, 10).location], (2, 2, Some(0)));
+    assert_eq!(files[&file(2, 3).location], (7, 7, Some(20)));
+    assert_eq!(
+        table
+            .metadata
+            .properties()
+            .get(lakemirror_plan::properties::ROW_LINEAGE_PROPERTY)
+            .map(String::as_str),
+        Some("true")
+    );
 }
