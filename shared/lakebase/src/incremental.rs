@@ -15,7 +15,7 @@ use crate::state::{SyncState, write_state};
 use crate::sync::{
     Applied, check_primary_key, copy_rows, key_text, readable_metadata, values_hidden,
 };
-use crate::types::TargetTypes;
+use crate::types::{PgType, TargetTypes};
 use lakemirror_delta::{CommitsSince, DeltaLog};
 use lakemirror_storage::TableStorage;
 
@@ -274,13 +274,23 @@ pub(crate) async fn apply_changes(
         .map_err(|e| pg_error("analyzing the increment", e))?;
 
     let column_names: Vec<String> = columns.iter().map(|c| c.copy.name.clone()).collect();
+    let postgis: Vec<String> = columns
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.copy.pg,
+                PgType::Geometry { .. } | PgType::Geography { .. }
+            )
+        })
+        .map(|c| c.copy.name.clone())
+        .collect();
     let deleted = tx
         .execute(&delete_statement(&target.sql(), &table.primary_key), &[])
         .await
         .map_err(|e| pg_error(&format!("deleting rows from {target}"), e))?;
     let row = tx
         .query_one(
-            &upsert_statement(&target.sql(), &table.primary_key, &column_names),
+            &upsert_statement(&target.sql(), &table.primary_key, &column_names, &postgis),
             &[],
         )
         .await
@@ -386,7 +396,7 @@ pub(crate) fn same_type(postgres: &str, ours: &str) -> bool {
             .replace("character varying", "varchar")
             .replace([' ', '"'], "")
     };
-    // PostGIS types may be schema-qualified (`"public".geometry(Geometry,4326)`); the
+    // PostGIS types may be schema-qualified (`"public".geometry`); the
     // qualifier is dropped before the type's name and modifiers are compared.
     let unqualified = |t: String| {
         let name_end = t.find('(').unwrap_or(t.len());
@@ -418,23 +428,43 @@ pub(crate) fn delete_statement(target: &str, primary_key: &[String]) -> String {
 }
 
 /// Inserts or updates `lakemirror_upserts` into `target` by primary key, rewriting only
-/// rows whose values changed, and answers (inserted, updated).
-pub(crate) fn upsert_statement(target: &str, primary_key: &[String], columns: &[String]) -> String {
-    let quoted = |names: &mut dyn Iterator<Item = &String>| -> Vec<String> {
-        names.map(|n| quote_ident(n)).collect()
+/// rows whose values changed, and answers (inserted, updated). The columns in `as_bytes`
+/// (PostGIS's) are compared as their bytes: exact, and free of operator lookup, which fails
+/// when the extension's schema is not on the search path.
+pub(crate) fn upsert_statement(
+    target: &str,
+    primary_key: &[String],
+    columns: &[String],
+    as_bytes: &[String],
+) -> String {
+    let all: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+    let keys: Vec<String> = primary_key.iter().map(|k| quote_ident(k)).collect();
+    let values: Vec<(String, bool)> = columns
+        .iter()
+        .filter(|c| !primary_key.contains(c))
+        .map(|c| (quote_ident(c), as_bytes.contains(c)))
+        .collect();
+    let list = |f: &dyn Fn(&str, bool) -> String| {
+        values
+            .iter()
+            .map(|(v, bytes)| f(v, *bytes))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let all = quoted(&mut columns.iter());
-    let keys = quoted(&mut primary_key.iter());
-    let values = quoted(&mut columns.iter().filter(|c| !primary_key.contains(c)));
-    let list = |f: &dyn Fn(&String) -> String| values.iter().map(f).collect::<Vec<_>>().join(", ");
+    let compared = |side: &str| {
+        list(&|v, bytes| match bytes {
+            true => format!("{side}.{v}::bytea"),
+            false => format!("{side}.{v}"),
+        })
+    };
     let on_conflict = if values.is_empty() {
         "DO NOTHING".to_string()
     } else {
         format!(
             "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
-            list(&|v| format!("{v} = EXCLUDED.{v}")),
-            list(&|v| format!("t.{v}")),
-            list(&|v| format!("EXCLUDED.{v}"))
+            list(&|v, _| format!("{v} = EXCLUDED.{v}")),
+            compared("t"),
+            compared("EXCLUDED")
         )
     };
     format!(
@@ -471,6 +501,7 @@ mod tests {
             "\"public\".\"t\"",
             &names(&["id"]),
             &names(&["id", "a", "b c"]),
+            &[],
         );
         assert!(sql.contains("INSERT INTO \"public\".\"t\" AS t (\"id\", \"a\", \"b c\") SELECT \"id\", \"a\", \"b c\" FROM lakemirror_upserts"), "{sql}");
         assert!(sql.contains("ON CONFLICT (\"id\") DO UPDATE SET \"a\" = EXCLUDED.\"a\", \"b c\" = EXCLUDED.\"b c\" WHERE (t.\"a\", t.\"b c\") IS DISTINCT FROM (EXCLUDED.\"a\", EXCLUDED.\"b c\")"), "{sql}");
@@ -478,8 +509,22 @@ mod tests {
     }
 
     #[test]
+    fn postgis_values_are_compared_as_bytes() {
+        let sql = upsert_statement(
+            "t",
+            &names(&["id"]),
+            &names(&["id", "g", "v"]),
+            &names(&["g"]),
+        );
+        assert!(
+            sql.contains("WHERE (t.\"g\"::bytea, t.\"v\") IS DISTINCT FROM (EXCLUDED.\"g\"::bytea, EXCLUDED.\"v\")"),
+            "{sql}"
+        );
+    }
+
+    #[test]
     fn a_table_of_key_columns_only_inserts_what_is_new() {
-        let sql = upsert_statement("t", &names(&["id"]), &names(&["id"]));
+        let sql = upsert_statement("t", &names(&["id"]), &names(&["id"]), &[]);
         assert!(sql.contains("ON CONFLICT (\"id\") DO NOTHING"), "{sql}");
     }
 

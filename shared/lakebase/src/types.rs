@@ -47,8 +47,8 @@ pub enum PgType {
     Timestamp,
     /// Structs, arrays, maps and variants.
     Jsonb,
-    /// PostGIS `geometry`, from Delta `geometry(crs)` (the extension's schema, the CRS's
-    /// SRID when it has one).
+    /// PostGIS `geometry`, from Delta `geometry(crs)` (the extension's schema; the CRS's
+    /// SRID, when it has one, which every value carries).
     Geometry {
         schema: String,
         srid: Option<i32>,
@@ -77,10 +77,8 @@ impl PgType {
             Self::Timestamptz => "timestamp with time zone".into(),
             Self::Timestamp => "timestamp without time zone".into(),
             Self::Jsonb => "jsonb".into(),
-            Self::Geometry { schema, srid } => postgis_sql(schema, "geometry", "Geometry", *srid),
-            Self::Geography { schema, srid } => {
-                postgis_sql(schema, "geography", "Geography", *srid)
-            }
+            Self::Geometry { schema, .. } => postgis_sql(schema, "geometry"),
+            Self::Geography { schema, .. } => postgis_sql(schema, "geography"),
         }
     }
 
@@ -108,14 +106,12 @@ impl PgType {
     }
 }
 
-/// `"public".geometry(Geometry,4326)`: qualified, as the extension may live in a schema
-/// that is not on the search path.
-fn postgis_sql(schema: &str, name: &str, any_shape: &str, srid: Option<i32>) -> String {
-    let modifier = match srid {
-        Some(srid) => format!("({any_shape},{srid})"),
-        None => String::new(),
-    };
-    format!("{}.{name}{modifier}", quote_ident(schema))
+/// `"public".geometry`: qualified, as the extension may live in a schema that is not on the
+/// search path. No type modifier: PostGIS's (`geometry(Geometry,4326)`) fixes the
+/// dimensions (XY only) and would refuse the XYZ, XYM and XYZM values a Delta column may
+/// hold beside XY ones; every value carries the SRID instead (EWKB, see `geo::with_srid`).
+fn postgis_sql(schema: &str, name: &str) -> String {
+    format!("{}.{name}", quote_ident(schema))
 }
 
 /// The PostgreSQL type of a Delta column (DESIGN.md: long->bigint, int->integer,
@@ -215,17 +211,22 @@ mod tests {
         };
         assert_eq!(pg_type(&p("variant"), "v", &none).unwrap(), PgType::Jsonb);
         let cases = [
-            ("geometry(OGC:CRS84)", "\"gis\".geometry(Geometry,4326)"),
+            ("geometry(OGC:CRS84)", "\"gis\".geometry", Some(4326)),
             (
                 "geography(OGC:CRS84, spherical)",
-                "\"gis\".geography(Geography,4326)",
+                "\"gis\".geography",
+                Some(4326),
             ),
-            ("geometry(EPSG:3857)", "\"gis\".geometry(Geometry,3857)"),
-            ("geometry(projjson:my_crs)", "\"gis\".geometry"),
+            ("geometry(EPSG:3857)", "\"gis\".geometry", Some(3857)),
+            ("geometry(projjson:my_crs)", "\"gis\".geometry", None),
         ];
-        for (delta, sql) in cases {
+        for (delta, sql, srid) in cases {
             let ty = pg_type(&p(delta), "g", &postgis).unwrap();
             assert_eq!(ty.sql(), sql, "{delta}");
+            assert!(
+                matches!(ty, PgType::Geometry { srid: s, .. } | PgType::Geography { srid: s, .. } if s == srid),
+                "{delta}"
+            );
             assert_eq!(ty.arrow(), Some(DataType::Binary), "{delta}");
             assert_eq!(
                 pg_type(&p(delta), "g", &none).unwrap(),
