@@ -232,4 +232,18 @@ mod tests {
         m.append(true).unwrap();
         assert_eq!(text(&m.finish(), 0, &fields[2].data_type), r#"{"k\n":"v"}"#);
     }
+
+    #[test]
+    fn binary_and_geometry_inside_nested_values_are_hex() {
+        let fields = parse_schema(
+            r#"{"type":"struct","fields":[{"name":"s","type":{"type":"struct","fields":[
+                {"name":"g","type":"geometry(OGC:CRS84)","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}"#,
+        )
+        .unwrap();
+        let s = StructArray::from(vec![(
+            Arc::new(Field::new("g", DataType::Binary, true)),
+            Arc::new(arrow_array::BinaryArray::from(vec![&[0x01u8, 0xff][..]])) as ArrayRef,
+        )]);
+        assert_eq!(text(&s, 0, &fields[0].data_type), r#"{"g":"01ff"}"#);
+    }
 }
