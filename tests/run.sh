@@ -25,6 +25,20 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# PostGIS for the reverse sync of geometry/geography columns (tests/acceptance/lakebase/
+# test_lakebase_features.py creates the extension in one of its databases): Debian's
+# postgresql-<major>-postgis-3, for the major version installed above.
+pg_major="$(ls -d /usr/lib/postgresql/*/ | sort -V | tail -n 1 | xargs basename)"
+if [ ! -f "/usr/share/postgresql/$pg_major/extension/postgis.control" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing PostGIS (Debian package postgresql-$pg_major-postgis-3) for the reverse-sync tests" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$pg_major-postgis-3" >&2 \
+      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$pg_major-postgis-3" >&2; }
+  else
+    echo "error: PostGIS is missing: apt-get install postgresql-$pg_major-postgis-3" >&2
+    exit 1
+  fi
+fi
 venv="$(tests/rig/venv.sh)"
 # Java Iceberg 1.10.2 (the reader Athena, EMR and Spark build on) as the third judge: the kit
 # in ../shared/tools/java-iceberg makes its own cached venv (pyspark + the Iceberg runtime);

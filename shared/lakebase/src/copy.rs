@@ -11,8 +11,9 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef};
 use bytes::{BufMut, BytesMut};
-use serde_json::{Map, Value};
 
+use crate::geo::with_srid;
+use crate::json::write_json;
 use crate::types::PgType;
 use lakemirror_delta::schema::DeltaType;
 
@@ -167,9 +168,16 @@ fn encode_value(
             out.put_i32(8);
             out.put_i64(micros - PG_EPOCH_MICROS);
         }
+        PgType::Geometry { srid, .. } | PgType::Geography { srid, .. } => {
+            let wkb = array.as_binary_opt::<i32>().ok_or_else(wrong)?.value(row);
+            match srid {
+                Some(srid) => put_with_length(out, &with_srid(wkb, *srid)?),
+                None => put_with_length(out, wkb),
+            }
+        }
         PgType::Jsonb => {
-            let json = json_value(array, row, &column.delta)?;
-            let text = serde_json::to_string(&json).map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            write_json(array, row, &column.delta, &mut text)?;
             out.put_i32(i32::try_from(text.len() + 1).map_err(|_| "value over 2 GiB")?);
             out.put_u8(1); // jsonb binary format version
             out.put_slice(text.as_bytes());
@@ -237,102 +245,6 @@ pub fn numeric(unscaled: i128, scale: u32) -> Vec<u8> {
     out
 }
 
-const NUL_IN_JSON: &str = "holds a NUL character, which PostgreSQL jsonb cannot store";
-
-/// A nested value as JSON, struct fields under their (logical) Delta names.
-fn json_value(array: &dyn Array, row: usize, delta: &DeltaType) -> Result<Value, String> {
-    if array.is_null(row) || array.data_type() == &arrow_schema::DataType::Null {
-        return Ok(Value::Null);
-    }
-    Ok(match delta {
-        DeltaType::Struct(fields) => {
-            let s = array
-                .as_struct_opt()
-                .ok_or("a struct column was not read as a struct")?;
-            let mut map = Map::new();
-            for field in fields {
-                let value = match s.column_by_name(field.physical_name()) {
-                    Some(child) => json_value(child.as_ref(), row, &field.data_type)?,
-                    None => Value::Null,
-                };
-                map.insert(field.name.clone(), value);
-            }
-            Value::Object(map)
-        }
-        DeltaType::Array { element, .. } => {
-            let items = match array.data_type() {
-                arrow_schema::DataType::LargeList(_) => array.as_list::<i64>().value(row),
-                _ => array
-                    .as_list_opt::<i32>()
-                    .ok_or("an array column was not read as a list")?
-                    .value(row),
-            };
-            Value::Array(
-                (0..items.len())
-                    .map(|i| json_value(items.as_ref(), i, element))
-                    .collect::<Result<_, _>>()?,
-            )
-        }
-        DeltaType::Map { key, value, .. } => {
-            let m = array
-                .as_map_opt()
-                .ok_or("a map column was not read as a map")?;
-            let entries = m.value(row);
-            let (keys, values) = (entries.column(0), entries.column(1));
-            let mut map = Map::new();
-            for i in 0..entries.len() {
-                let k = match json_value(keys.as_ref(), i, key)? {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                if k.contains('\0') {
-                    return Err(NUL_IN_JSON.into());
-                }
-                map.insert(k, json_value(values.as_ref(), i, value)?);
-            }
-            Value::Object(map)
-        }
-        DeltaType::Primitive(_) => primitive_json(array, row)?,
-    })
-}
-
-/// A primitive inside a nested value: numbers and booleans as JSON, the rest as the text
-/// Arrow displays (dates, timestamps, decimals as strings keep their exact value).
-fn primitive_json(array: &dyn Array, row: usize) -> Result<Value, String> {
-    use arrow_schema::DataType as D;
-    let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
-    Ok(match array.data_type() {
-        D::Boolean => Value::Bool(array.as_boolean().value(row)),
-        D::Int8 => array
-            .as_primitive::<arrow_array::types::Int8Type>()
-            .value(row)
-            .into(),
-        D::Int16 => array.as_primitive::<Int16Type>().value(row).into(),
-        D::Int32 => array.as_primitive::<Int32Type>().value(row).into(),
-        D::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
-        D::Float32 => number(f64::from(array.as_primitive::<Float32Type>().value(row))),
-        D::Float64 => number(array.as_primitive::<Float64Type>().value(row)),
-        D::Utf8 | D::LargeUtf8 => {
-            let s = match array.data_type() {
-                D::Utf8 => array.as_string::<i32>().value(row),
-                _ => array.as_string::<i64>().value(row),
-            };
-            if s.contains('\0') {
-                return Err(NUL_IN_JSON.into());
-            }
-            Value::String(s.to_string())
-        }
-        _ => {
-            let formatter = arrow_cast::display::ArrayFormatter::try_new(
-                array,
-                &arrow_cast::display::FormatOptions::default(),
-            )
-            .map_err(|e| e.to_string())?;
-            Value::String(formatter.value(row).to_string())
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +287,62 @@ mod tests {
         let mut out = BytesMut::new();
         encode_rows(&columns, &arrays, &mut out).unwrap();
         assert_eq!(hex(&out), "0002000000080000000000000007ffffffff");
+    }
+
+    #[test]
+    fn postgis_values_carry_their_srid_and_variants_their_json() {
+        use arrow_array::{BinaryArray, StructArray};
+        use arrow_schema::{DataType, Field};
+        // POINT(1 2) as little-endian WKB.
+        let mut wkb = vec![1u8, 1, 0, 0, 0];
+        wkb.extend_from_slice(&1f64.to_le_bytes());
+        wkb.extend_from_slice(&2f64.to_le_bytes());
+        let variant = StructArray::from(vec![
+            (
+                Arc::new(Field::new("metadata", DataType::Binary, false)),
+                Arc::new(BinaryArray::from(vec![&b"\x01\x00\x00"[..]])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("value", DataType::Binary, false)),
+                Arc::new(BinaryArray::from(vec![&b"\x20\x02\x96\x00\x00\x00"[..]])) as ArrayRef,
+            ),
+        ]);
+        let columns = [
+            CopyColumn {
+                name: "g".into(),
+                pg: PgType::Geometry {
+                    schema: "public".into(),
+                    srid: Some(4326),
+                },
+                delta: DeltaType::Primitive("geometry(OGC:CRS84)".into()),
+            },
+            CopyColumn {
+                name: "w".into(),
+                pg: PgType::Bytea,
+                delta: DeltaType::Primitive("geography(OGC:CRS84, spherical)".into()),
+            },
+            CopyColumn {
+                name: "v".into(),
+                pg: PgType::Jsonb,
+                delta: DeltaType::Primitive("variant".into()),
+            },
+        ];
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(BinaryArray::from(vec![wkb.as_slice()])),
+            Arc::new(BinaryArray::from(vec![wkb.as_slice()])),
+            Arc::new(variant),
+        ];
+        let mut out = BytesMut::new();
+        encode_rows(&columns, &arrays, &mut out).unwrap();
+        let ewkb = crate::geo::with_srid(&wkb, 4326).unwrap();
+        let mut expected = vec![0u8, 3];
+        expected.extend_from_slice(&(ewkb.len() as i32).to_be_bytes());
+        expected.extend_from_slice(&ewkb);
+        expected.extend_from_slice(&(wkb.len() as i32).to_be_bytes());
+        expected.extend_from_slice(&wkb);
+        expected.extend_from_slice(&5i32.to_be_bytes());
+        expected.extend_from_slice(b"\x011.50"); // jsonb version 1, the decimal with its scale
+        assert_eq!(hex(&out), hex(&expected));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::postgres::{TableName, pg_error, quote_ident, quote_literal};
 use crate::read::{Rows, source_columns};
 use crate::state::{SyncState, write_state};
 use crate::sync::{Applied, check_primary_key, copy_rows, duplicate_key, readable_metadata};
+use crate::types::TargetTypes;
 use lakemirror_delta::DeltaLog;
 
 /// Replaces the target with the rows of the Delta version: loaded into a new table, which
@@ -23,20 +24,22 @@ pub(crate) async fn full_refresh(
     exists: bool,
     state: Option<&SyncState>,
     to_version: Option<i64>,
+    types: &TargetTypes,
 ) -> Result<Applied> {
     let store = log.table();
     let uri = store.root_uri().to_string();
     let target = &table.target;
     let snapshot = log.snapshot(to_version).await?;
     let metadata = readable_metadata(&uri, &snapshot)?;
-    let columns = source_columns(&uri, metadata)?;
+    let columns = source_columns(&uri, metadata, types)?;
     check_primary_key(&uri, &columns, &table.primary_key)?;
     if exists && state.map(|s| s.version) == Some(snapshot.version) {
         return Ok(Applied {
             version: snapshot.version,
             up_to_date: true,
             ..Applied::default()
-        });
+        }
+        .with_columns(target, &columns));
     }
     let previous_rows: i64 = if exists {
         tx.query_one(&format!("SELECT count(*) FROM {}", target.sql()), &[])
@@ -61,9 +64,10 @@ pub(crate) async fn full_refresh(
                 ""
             };
             format!(
-                "{} {}{not_null}",
+                "{} {}{not_null}{}",
                 quote_ident(&c.copy.name),
-                c.copy.pg.sql()
+                c.copy.pg.sql(),
+                c.default.clause()
             )
         })
         .collect();
@@ -157,7 +161,9 @@ pub(crate) async fn full_refresh(
         updated: 0,
         deleted: u64::try_from(previous_rows).unwrap_or(0),
         up_to_date: false,
-    })
+        ..Applied::default()
+    }
+    .with_columns(target, &columns))
 }
 
 /// The old table's owner and table privileges (from its ACL: every grant, with its grant

@@ -7,6 +7,7 @@ use tokio_postgres::Transaction;
 
 use crate::changes::{FileChanges, file_changes, full_refresh_is_cheaper};
 use crate::config::{Mode, SyncedTable};
+use crate::defaults::{ColumnDefault, column_default, current_defaults};
 use crate::error::{Error, Result, Setting};
 use crate::postgres::{TableName, pg_error, quote_ident};
 use crate::read::{Rows, SourceColumn, deleted_positions, source_columns};
@@ -14,6 +15,7 @@ use crate::state::{SyncState, write_state};
 use crate::sync::{
     Applied, check_primary_key, copy_rows, key_text, readable_metadata, values_hidden,
 };
+use crate::types::{PgType, TargetTypes};
 use lakemirror_delta::{CommitsSince, DeltaLog};
 use lakemirror_storage::TableStorage;
 
@@ -26,6 +28,7 @@ pub(crate) async fn apply_increment(
     table: &SyncedTable,
     state: &SyncState,
     to_version: Option<i64>,
+    types: &TargetTypes,
 ) -> Result<Option<Applied>> {
     let store = log.table();
     let uri = store.root_uri().to_string();
@@ -46,11 +49,18 @@ pub(crate) async fn apply_increment(
         }
     };
     let Some(last) = commits.last() else {
-        return Ok(Some(Applied {
-            version: state.version,
-            up_to_date: true,
-            ..Applied::default()
-        }));
+        let columns = match &state.metadata {
+            Some(metadata) => source_columns(&uri, metadata, types)?,
+            None => Vec::new(),
+        };
+        return Ok(Some(
+            Applied {
+                version: state.version,
+                up_to_date: true,
+                ..Applied::default()
+            }
+            .with_columns(target, &columns),
+        ));
     };
     let version = last.version;
 
@@ -62,7 +72,7 @@ pub(crate) async fn apply_increment(
         (Some(m), false) => m.clone(),
         _ => readable_metadata(&uri, &log.snapshot(Some(version)).await?)?.clone(),
     };
-    let columns = source_columns(&uri, &metadata)?;
+    let columns = source_columns(&uri, &metadata, types)?;
     check_primary_key(&uri, &columns, &table.primary_key)?;
     let target_key = primary_key_of(tx, target).await?;
     if target_key != table.primary_key {
@@ -90,6 +100,8 @@ pub(crate) async fn apply_increment(
         return Ok(None);
     }
     for column in &added_columns {
+        // The default after the column: ADD COLUMN … DEFAULT would give it to the rows there
+        // already, which Delta readers read as null (their files predate the column).
         tx.batch_execute(&format!(
             "ALTER TABLE {} ADD COLUMN {} {}",
             target.sql(),
@@ -104,10 +116,50 @@ pub(crate) async fn apply_increment(
             )
         })?;
     }
+    let previous = state
+        .metadata
+        .as_ref()
+        .map(|m| current_defaults(&m.schema_string));
+    for column in &columns {
+        let added = added_columns
+            .iter()
+            .any(|a| a.copy.name == column.copy.name);
+        let before = previous.as_ref().map(|defaults| {
+            column_default(
+                defaults.get(&column.copy.name).map(String::as_str),
+                &column.copy.pg,
+            )
+        });
+        let changed = changed_metadata && before.as_ref() != Some(&column.default);
+        if !(changed || (added && column.default != ColumnDefault::None)) {
+            continue;
+        }
+        let action = match &column.default {
+            ColumnDefault::Literal(sql) => format!("SET DEFAULT {sql}"),
+            _ if added => continue,
+            _ => "DROP DEFAULT".to_string(),
+        };
+        tx.batch_execute(&format!(
+            "ALTER TABLE {} ALTER COLUMN {} {action}",
+            target.sql(),
+            quote_ident(&column.copy.name)
+        ))
+        .await
+        .map_err(|e| {
+            pg_error(
+                &format!(
+                    "setting the default of column {} of {target}",
+                    column.copy.name
+                ),
+                e,
+            )
+        })?;
+    }
     let mut applied = Applied {
         version,
         ..Applied::default()
-    };
+    }
+    .with_columns(target, &columns);
     if !changes.is_empty() {
         match apply_changes(tx, store, table, &columns, &changes).await {
             Ok((inserted, updated, deleted)) => {
@@ -222,13 +274,23 @@ pub(crate) async fn apply_changes(
         .map_err(|e| pg_error("analyzing the increment", e))?;
 
     let column_names: Vec<String> = columns.iter().map(|c| c.copy.name.clone()).collect();
+    let postgis: Vec<String> = columns
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.copy.pg,
+                PgType::Geometry { .. } | PgType::Geography { .. }
+            )
+        })
+        .map(|c| c.copy.name.clone())
+        .collect();
     let deleted = tx
         .execute(&delete_statement(&target.sql(), &table.primary_key), &[])
         .await
         .map_err(|e| pg_error(&format!("deleting rows from {target}"), e))?;
     let row = tx
         .query_one(
-            &upsert_statement(&target.sql(), &table.primary_key, &column_names),
+            &upsert_statement(&target.sql(), &table.primary_key, &column_names, &postgis),
             &[],
         )
         .await
@@ -299,8 +361,16 @@ pub(crate) fn schema_change<'a>(
         match existing.iter().find(|(name, _)| name == &column.copy.name) {
             None => added.push(column),
             Some((_, pg)) if !same_type(pg, &column.copy.pg.sql()) => {
+                let postgis = [pg.as_str(), &column.copy.pg.sql()]
+                    .iter()
+                    .any(|t| t.contains("geometry") || t.contains("geography"));
+                let why = if postgis {
+                    " (PostGIS was installed in or removed from the target database since the table was created)"
+                } else {
+                    ""
+                };
                 return Err(needs_refresh(format!(
-                    "column {:?} changed type from {pg} to {}",
+                    "column {:?} changed type from {pg} to {}{why}",
                     column.copy.name,
                     column.copy.pg.sql()
                 )));
@@ -324,9 +394,18 @@ pub(crate) fn same_type(postgres: &str, ours: &str) -> bool {
             .replace("bigint", "int8")
             .replace("boolean", "bool")
             .replace("character varying", "varchar")
-            .replace(' ', "")
+            .replace([' ', '"'], "")
     };
-    canonical(postgres) == canonical(ours)
+    // PostGIS types may be schema-qualified (`"public".geometry`); the
+    // qualifier is dropped before the type's name and modifiers are compared.
+    let unqualified = |t: String| {
+        let name_end = t.find('(').unwrap_or(t.len());
+        match t[..name_end].rfind('.') {
+            Some(dot) => t[dot + 1..].to_string(),
+            None => t,
+        }
+    };
+    unqualified(canonical(postgres)) == unqualified(canonical(ours))
 }
 
 /// `k1 = k1 AND ...` between the key columns of two aliases.
@@ -349,23 +428,43 @@ pub(crate) fn delete_statement(target: &str, primary_key: &[String]) -> String {
 }
 
 /// Inserts or updates `lakemirror_upserts` into `target` by primary key, rewriting only
-/// rows whose values changed, and answers (inserted, updated).
-pub(crate) fn upsert_statement(target: &str, primary_key: &[String], columns: &[String]) -> String {
-    let quoted = |names: &mut dyn Iterator<Item = &String>| -> Vec<String> {
-        names.map(|n| quote_ident(n)).collect()
+/// rows whose values changed, and answers (inserted, updated). The columns in `as_bytes`
+/// (PostGIS's) are compared as their bytes: exact, and free of operator lookup, which fails
+/// when the extension's schema is not on the search path.
+pub(crate) fn upsert_statement(
+    target: &str,
+    primary_key: &[String],
+    columns: &[String],
+    as_bytes: &[String],
+) -> String {
+    let all: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+    let keys: Vec<String> = primary_key.iter().map(|k| quote_ident(k)).collect();
+    let values: Vec<(String, bool)> = columns
+        .iter()
+        .filter(|c| !primary_key.contains(c))
+        .map(|c| (quote_ident(c), as_bytes.contains(c)))
+        .collect();
+    let list = |f: &dyn Fn(&str, bool) -> String| {
+        values
+            .iter()
+            .map(|(v, bytes)| f(v, *bytes))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let all = quoted(&mut columns.iter());
-    let keys = quoted(&mut primary_key.iter());
-    let values = quoted(&mut columns.iter().filter(|c| !primary_key.contains(c)));
-    let list = |f: &dyn Fn(&String) -> String| values.iter().map(f).collect::<Vec<_>>().join(", ");
+    let compared = |side: &str| {
+        list(&|v, bytes| match bytes {
+            true => format!("{side}.{v}::bytea"),
+            false => format!("{side}.{v}"),
+        })
+    };
     let on_conflict = if values.is_empty() {
         "DO NOTHING".to_string()
     } else {
         format!(
             "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
-            list(&|v| format!("{v} = EXCLUDED.{v}")),
-            list(&|v| format!("t.{v}")),
-            list(&|v| format!("EXCLUDED.{v}"))
+            list(&|v, _| format!("{v} = EXCLUDED.{v}")),
+            compared("t"),
+            compared("EXCLUDED")
         )
     };
     format!(
@@ -402,6 +501,7 @@ mod tests {
             "\"public\".\"t\"",
             &names(&["id"]),
             &names(&["id", "a", "b c"]),
+            &[],
         );
         assert!(sql.contains("INSERT INTO \"public\".\"t\" AS t (\"id\", \"a\", \"b c\") SELECT \"id\", \"a\", \"b c\" FROM lakemirror_upserts"), "{sql}");
         assert!(sql.contains("ON CONFLICT (\"id\") DO UPDATE SET \"a\" = EXCLUDED.\"a\", \"b c\" = EXCLUDED.\"b c\" WHERE (t.\"a\", t.\"b c\") IS DISTINCT FROM (EXCLUDED.\"a\", EXCLUDED.\"b c\")"), "{sql}");
@@ -409,9 +509,43 @@ mod tests {
     }
 
     #[test]
+    fn postgis_values_are_compared_as_bytes() {
+        let sql = upsert_statement(
+            "t",
+            &names(&["id"]),
+            &names(&["id", "g", "v"]),
+            &names(&["g"]),
+        );
+        assert!(
+            sql.contains("WHERE (t.\"g\"::bytea, t.\"v\") IS DISTINCT FROM (EXCLUDED.\"g\"::bytea, EXCLUDED.\"v\")"),
+            "{sql}"
+        );
+    }
+
+    #[test]
     fn a_table_of_key_columns_only_inserts_what_is_new() {
-        let sql = upsert_statement("t", &names(&["id"]), &names(&["id"]));
+        let sql = upsert_statement("t", &names(&["id"]), &names(&["id"]), &[]);
         assert!(sql.contains("ON CONFLICT (\"id\") DO NOTHING"), "{sql}");
+    }
+
+    #[test]
+    fn postgres_spellings_of_our_types_compare_equal_qualified_or_not() {
+        assert!(same_type(
+            "timestamp with time zone",
+            "timestamp with time zone"
+        ));
+        assert!(same_type("numeric(10,2)", "numeric(10,2)"));
+        assert!(!same_type("numeric(10,3)", "numeric(10,2)"));
+        assert!(same_type(
+            "geometry(Geometry,4326)",
+            "\"public\".geometry(Geometry,4326)"
+        ));
+        assert!(same_type("gis.geography", "\"gis\".geography"));
+        assert!(!same_type(
+            "geometry(Geometry,3857)",
+            "\"public\".geometry(Geometry,4326)"
+        ));
+        assert!(!same_type("bytea", "\"public\".geometry(Geometry,4326)"));
     }
 
     #[test]

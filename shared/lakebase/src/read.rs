@@ -24,10 +24,11 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use roaring::RoaringTreemap;
 
 use crate::copy::CopyColumn;
+use crate::defaults::{ColumnDefault, column_default, current_defaults};
 use crate::error::{Error, Result};
-use crate::types::{PgType, pg_type};
+use crate::types::{GeoStorage, PgType, TargetTypes, pg_type};
 use lakemirror_delta::deletion_vector::read_positions;
-use lakemirror_delta::schema::{DeltaField, parse_schema};
+use lakemirror_delta::schema::{DeltaField, DeltaType, parse_schema};
 use lakemirror_delta::{Add, Metadata};
 use lakemirror_plan::data_file_location;
 use lakemirror_plan::partition::{date_days, partition_timestamp_micros};
@@ -40,25 +41,61 @@ pub struct SourceColumn {
     /// The name in Parquet files and `partitionValues` (physical with column mapping).
     pub physical_name: String,
     pub partition: bool,
+    /// Its `DEFAULT` in the target, from the Delta column default.
+    pub default: ColumnDefault,
 }
 
-/// The columns of a Delta table version, in schema order.
-pub fn source_columns(table: &str, metadata: &Metadata) -> Result<Vec<SourceColumn>> {
+/// The columns of a Delta table version, in schema order, typed for a database with
+/// `target`'s types.
+pub fn source_columns(
+    table: &str,
+    metadata: &Metadata,
+    target: &TargetTypes,
+) -> Result<Vec<SourceColumn>> {
     let fields: Vec<DeltaField> =
         parse_schema(&metadata.schema_string).map_err(|e| Error::malformed(table, e))?;
+    let defaults = current_defaults(&metadata.schema_string);
     fields
         .into_iter()
         .map(|f| {
-            let pg = pg_type(&f.data_type, &f.name).map_err(Error::Config)?;
+            let pg = pg_type(&f.data_type, &f.name, target).map_err(Error::Config)?;
             Ok(SourceColumn {
                 physical_name: f.physical_name().to_string(),
                 partition: metadata.partition_columns.contains(&f.name),
+                default: column_default(defaults.get(&f.name).map(String::as_str), &pg),
                 copy: CopyColumn {
                     name: f.name,
                     pg,
                     delta: f.data_type,
                 },
             })
+        })
+        .collect()
+}
+
+/// How the geospatial columns among `columns` are stored, when there are any.
+pub fn geo_storage(columns: &[SourceColumn]) -> Option<GeoStorage> {
+    columns.iter().find_map(|c| match &c.copy.pg {
+        PgType::Geometry { .. } | PgType::Geography { .. } => Some(GeoStorage::Postgis),
+        _ => match &c.copy.delta {
+            DeltaType::Primitive(name) if crate::geo::parse_geo_type(name).is_some() => {
+                Some(GeoStorage::WkbBytea)
+            }
+            _ => None,
+        },
+    })
+}
+
+/// Warnings for the Delta column defaults the target does not get (naming the columns).
+pub fn default_warnings(columns: &[SourceColumn]) -> Vec<String> {
+    columns
+        .iter()
+        .filter_map(|c| match &c.default {
+            ColumnDefault::NotCarried(text) => Some(format!(
+                "column {:?}: its Delta default {text} is not a literal lakemirror carries over to PostgreSQL; the column has no DEFAULT there",
+                c.copy.name
+            )),
+            _ => None,
         })
         .collect()
 }

@@ -17,8 +17,9 @@ use crate::error::{Error, Result, Setting};
 use crate::full_refresh::full_refresh;
 use crate::incremental::apply_increment;
 use crate::postgres::{TableName, pg_error, quote_ident};
-use crate::read::{Rows, SourceColumn, read_file};
+use crate::read::{Rows, SourceColumn, default_warnings, geo_storage, read_file};
 use crate::state::{ensure_state_table, read_state};
+use crate::types::{GeoStorage, TargetTypes};
 use lakemirror_delta::actions::{Add, Metadata, unsupported_feature};
 use lakemirror_delta::catalog_managed::{self, CatalogManagedReport};
 use lakemirror_delta::{DeltaLog, DeltaSnapshot};
@@ -45,16 +46,40 @@ pub struct LakebaseReport {
     /// log was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catalog_managed: Option<CatalogManagedReport>,
+    /// Of a table with geometry or geography columns: `postgis` (PostGIS types, the
+    /// extension being installed in the target database) or `wkb_bytea` (WKB in `bytea`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub geospatial: Option<GeoStorage>,
+    /// What the target does not get as Delta has it (a column default that is not a
+    /// literal), naming the column.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Row counts of one applied sync.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Applied {
     pub(crate) version: i64,
     pub(crate) inserted: u64,
     pub(crate) updated: u64,
     pub(crate) deleted: u64,
     pub(crate) up_to_date: bool,
+    /// How the geospatial columns are stored, when the table has any.
+    pub(crate) geospatial: Option<GeoStorage>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Applied {
+    /// With what the columns say about the target: how geo values are stored, the defaults
+    /// left out (each also logged as a warning).
+    pub(crate) fn with_columns(mut self, target: &TableName, columns: &[SourceColumn]) -> Self {
+        self.geospatial = geo_storage(columns);
+        self.warnings = default_warnings(columns);
+        for warning in &self.warnings {
+            tracing::warn!(%target, "{warning}");
+        }
+        self
+    }
 }
 
 /// Syncs one table, up to Delta version `to_version` (the newest when None). A source named
@@ -101,6 +126,7 @@ pub async fn lakebase_sync(
     .await
     .map_err(|e| pg_error("waiting for the target's lock", e))?;
     let state = read_state(&tx, target).await?;
+    let types = target_types(&tx).await?;
     let exists = tx
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&target.sql()])
         .await
@@ -130,7 +156,7 @@ pub async fn lakebase_sync(
             .savepoint("lakemirror_increment")
             .await
             .map_err(|e| pg_error("starting the increment", e))?;
-        match apply_increment(&increment, &log, table, state, to_version).await? {
+        match apply_increment(&increment, &log, table, state, to_version, &types).await? {
             Some(applied) => {
                 increment
                     .commit()
@@ -150,7 +176,8 @@ pub async fn lakebase_sync(
                 .map_err(|e| pg_error("abandoning the increment", e))?,
         }
     }
-    let applied = full_refresh(&tx, &log, table, exists, state.as_ref(), to_version).await?;
+    let applied =
+        full_refresh(&tx, &log, table, exists, state.as_ref(), to_version, &types).await?;
     tx.commit()
         .await
         .map_err(|e| pg_error(&format!("committing the refresh of {target}"), e))?;
@@ -159,6 +186,32 @@ pub async fn lakebase_sync(
         ..report(table, Mode::FullRefresh, applied, started)
     })
 }
+
+/// What the target database offers beyond PostgreSQL's types: PostGIS, when the `postgis`
+/// extension is installed in it (`pg_extension`), and the schema it lives in.
+pub(crate) async fn target_types(tx: &Transaction<'_>) -> Result<TargetTypes> {
+    let row = tx
+        .query_opt(
+            "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+             WHERE e.extname = 'postgis'",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("looking for the PostGIS extension", e))?;
+    Ok(TargetTypes {
+        postgis_schema: row.map(|r| r.get(0)),
+    })
+}
+
+/// Reader features the reverse sync reads on top of those the mirror reads: their columns
+/// become `jsonb` (variant) and PostGIS types or WKB (geospatial); which rows exist does not
+/// depend on them.
+const REVERSE_SYNC_READER_FEATURES: [&str; 4] = [
+    "variantType",
+    "variantType-preview",
+    "variantShredding-preview",
+    "geospatial",
+];
 
 /// The snapshot's metadata, when the table has one and needs no reader feature lakemirror
 /// lacks.
@@ -169,7 +222,11 @@ pub(crate) fn readable_metadata<'a>(
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(uri, "no metaData or protocol action"));
     };
-    if let Some(feature) = unsupported_feature(protocol, Some(metadata)) {
+    let mut protocol = protocol.clone();
+    if let Some(features) = &mut protocol.reader_features {
+        features.retain(|f| !REVERSE_SYNC_READER_FEATURES.contains(&f.as_str()));
+    }
+    if let Some(feature) = unsupported_feature(&protocol, Some(metadata)) {
         return Err(lakemirror_delta::Error::UnsupportedFeature {
             table: uri.to_string(),
             feature,
@@ -196,6 +253,8 @@ pub(crate) fn report(
         up_to_date: applied.up_to_date,
         elapsed_ms: started.elapsed().as_millis() as u64,
         catalog_managed: None,
+        geospatial: applied.geospatial,
+        warnings: applied.warnings,
     }
 }
 
