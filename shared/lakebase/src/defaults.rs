@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
 
 use crate::postgres::quote_literal;
 use crate::types::PgType;
@@ -36,19 +35,10 @@ impl ColumnDefault {
 
 /// The `CURRENT_DEFAULT` of each top-level column of a Delta `schemaString`, by name.
 pub fn current_defaults(schema_string: &str) -> HashMap<String, String> {
-    let Ok(schema) = serde_json::from_str::<Value>(schema_string) else {
-        return HashMap::new();
-    };
-    schema
-        .get("fields")
-        .and_then(Value::as_array)
+    lakemirror_delta::schema::parse_schema(schema_string)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .filter_map(|field| {
-            let name = field.get("name")?.as_str()?;
-            let default = field.get("metadata")?.get("CURRENT_DEFAULT")?.as_str()?;
-            Some((name.to_string(), default.to_string()))
-        })
+        .filter_map(|field| Some((field.name, field.current_default?)))
         .collect()
 }
 

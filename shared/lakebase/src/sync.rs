@@ -203,16 +203,6 @@ pub(crate) async fn target_types(tx: &Transaction<'_>) -> Result<TargetTypes> {
     })
 }
 
-/// Reader features the reverse sync reads on top of those the mirror reads: their columns
-/// become `jsonb` (variant) and PostGIS types or WKB (geospatial); which rows exist does not
-/// depend on them.
-const REVERSE_SYNC_READER_FEATURES: [&str; 4] = [
-    "variantType",
-    "variantType-preview",
-    "variantShredding-preview",
-    "geospatial",
-];
-
 /// The snapshot's metadata, when the table has one and needs no reader feature lakemirror
 /// lacks.
 pub(crate) fn readable_metadata<'a>(
@@ -222,11 +212,7 @@ pub(crate) fn readable_metadata<'a>(
     let (Some(metadata), Some(protocol)) = (snapshot.metadata(), snapshot.protocol()) else {
         return Err(Error::malformed(uri, "no metaData or protocol action"));
     };
-    let mut protocol = protocol.clone();
-    if let Some(features) = &mut protocol.reader_features {
-        features.retain(|f| !REVERSE_SYNC_READER_FEATURES.contains(&f.as_str()));
-    }
-    if let Some(feature) = unsupported_feature(&protocol, Some(metadata)) {
+    if let Some(feature) = unsupported_feature(protocol, Some(metadata)) {
         return Err(lakemirror_delta::Error::UnsupportedFeature {
             table: uri.to_string(),
             feature,
