@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 
-
 use crate::postgres::quote_literal;
 use crate::types::PgType;
 

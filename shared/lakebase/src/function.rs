@@ -211,12 +211,11 @@ impl LakebaseSyncFunction {
     ) -> Result<LakebaseOutcome> {
         let deadline = deadline::of_invocation(deadline);
         let tables = self.tables().await?;
-        let unity = match (
-            &self.config.unity,
-            tables.iter().any(|t| t.source_path().is_none()),
-        ) {
-            (Some(unity), true) => Some(unity.client(self.secrets.as_deref()).await?),
-            _ => None,
+        // Unity Catalog resolves sources by name and, for catalog-managed tables, names the
+        // commits it ratified: the client is made whenever it is configured.
+        let unity = match &self.config.unity {
+            Some(unity) => Some(unity.client(self.secrets.as_deref()).await?),
+            None => None,
         };
         // Commit events of tables not synced here end before any connection is opened: a
         // burst of commits elsewhere costs the database nothing. Each announced table keeps

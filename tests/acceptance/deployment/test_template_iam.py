@@ -18,7 +18,7 @@ EXPECTED_ACTIONS = {
         "glue:GetTables",  # the scheduled verify lists the mirrors
         "glue:DeleteTable",  # only with OnMissingSource=drop
         "glue:GetCatalog", "glue:GetDatabase",  # only with RestCatalogUri (Glue's Iceberg REST endpoint)
-        "secretsmanager:GetSecretValue",  # only with RestCatalog{Token,Credential}SecretArn
+        "secretsmanager:GetSecretValue",  # only with RestCatalog{Token,Credential}SecretArn or UcTokenSecretArn
         "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
         "kms:Decrypt", "kms:GenerateDataKey",
         "logs:CreateLogStream", "logs:PutLogEvents",
@@ -171,6 +171,8 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
     assert secret_statements("GlueSyncRole") == {
         "ReadRestCatalogToken": ("HasRestCatalogTokenSecret", {"!Ref": "RestCatalogTokenSecretArn"}),
         "ReadRestCatalogCredential": ("HasRestCatalogCredentialSecret", {"!Ref": "RestCatalogCredentialSecretArn"}),
+        # Catalog-managed tables: Unity Catalog names the commits it ratified.
+        "ReadUnityCatalogToken": ("HasUnitySecret", {"!Ref": "UcTokenSecretArn"}),
     }
     assert secret_statements("LakebaseSyncRole") == {
         "ReadPostgresPassword": ("HasLakebaseSecret", {"!Ref": "PostgresPasswordSecretArn"}),
@@ -184,7 +186,7 @@ def test_secrets_are_read_only_where_configured_and_only_the_configured_ones():
         s for name in ROLES for s in statements(template()["Resources"][name])
         if "secretsmanager:GetSecretValue" in as_list(s["Action"])
     ]
-    assert len(statements_with_secrets) == 6
+    assert len(statements_with_secrets) == 7
 
 
 def test_kms_is_used_only_through_s3():
