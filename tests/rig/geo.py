@@ -1,6 +1,6 @@
 """Geospatial Delta tables (Delta's `geospatial` feature), written by hand: WKB values in
 Parquet files with the GEOMETRY / GEOGRAPHY logical types, which pyarrow 26 writes for a
-column of the registered extension type `geoarrow.wkb` (GEOGRAPHY when its metadata names
+column of the extension type `geoarrow.wkb` (rig/geo_parquet.py) (GEOGRAPHY when its metadata names
 `edges`), and a `_delta_log` with the protocol and schema of
 `../shared/delta-features/table-with-geo` (`geometry(OGC:CRS84)`,
 `geography(OGC:CRS84, spherical)`).
@@ -15,31 +15,23 @@ import struct
 
 import pyarrow as pa
 
+from rig import geo_parquet
 from rig.delta_log import DeltaLog, column
 
 GEOSPATIAL_PROTOCOL = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                     "readerFeatures": ["geospatial"], "writerFeatures": ["geospatial"]}}
 
 
-class WkbType(pa.ExtensionType):
-    """GeoArrow's `geoarrow.wkb`: binary WKB, the CRS (and edges) as JSON metadata."""
-
-    def __init__(self, metadata: bytes = b"{}"):
-        self._metadata = metadata
-        super().__init__(pa.binary(), "geoarrow.wkb")
-
-    def __arrow_ext_serialize__(self) -> bytes:
-        return self._metadata
-
-    @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type, serialized):
-        return cls(serialized)
+# One extension type for both geo rigs (rig/geo_parquet.py registers it only while writing).
+WkbType = geo_parquet.GeoArrowWkb
 
 
-try:
-    pa.register_extension_type(WkbType())
-except pa.ArrowKeyError:  # registered by an earlier import
-    pass
+class GeoDeltaLog(DeltaLog):
+    """A DeltaLog whose data files carry the GEOMETRY / GEOGRAPHY logical types."""
+
+    def add(self, name, table, partition_values=None):
+        with geo_parquet.wkb_registered():
+            return super().add(name, table, partition_values)
 
 
 def wkb_array(values, crs="OGC:CRS84", edges=None) -> pa.ExtensionArray:
@@ -77,6 +69,6 @@ def geo_table(ids, geoms, geogs, mercs) -> pa.Table:
 
 def geo_log(root) -> DeltaLog:
     """A new geospatial Delta table at `root` (its first commit: protocol and metadata)."""
-    log = DeltaLog(root)
+    log = GeoDeltaLog(root)
     log.commit(GEOSPATIAL_PROTOCOL, log.metadata(geo_fields()))
     return log

@@ -10,6 +10,7 @@ no CRS. pyarrow 26 refuses the other edge algorithms ("Unsupported GeoArrow edge
 logical types back to prove it.
 """
 
+import contextlib
 import json
 import struct
 from pathlib import Path
@@ -57,6 +58,23 @@ def geography_type(crs: str = DEFAULT_CRS) -> GeoArrowWkb:
     return GeoArrowWkb(json.dumps({"crs": crs, "edges": "spherical"}).encode())
 
 
+@contextlib.contextmanager
+def wkb_registered():
+    """`geoarrow.wkb` registered for the duration. Only while writing: a registered
+    `geoarrow.wkb` makes every later Parquet read in this process return the extension type
+    (pyiceberg 0.12 refuses it: "Column 'geom' has an unsupported type"), which readers
+    without geoarrow never see. Re-entrant: an outer registration is left as it was."""
+    try:
+        pa.register_extension_type(GeoArrowWkb())
+    except pa.ArrowKeyError:  # registered by a caller
+        yield
+        return
+    try:
+        yield
+    finally:
+        pa.unregister_extension_type("geoarrow.wkb")
+
+
 def array(values, type_: GeoArrowWkb) -> pa.ExtensionArray:
     return pa.ExtensionArray.from_storage(type_, pa.array(values, pa.binary()))
 
@@ -64,14 +82,8 @@ def array(values, type_: GeoArrowWkb) -> pa.ExtensionArray:
 def write(table: pa.Table, path: Path, edge_algorithms: dict[str, str] | None = None) -> None:
     """Writes `table`; `edge_algorithms` names the top-level geography columns whose edges are
     not spherical. Fails unless the file's logical types say what was asked for."""
-    # Registered only while writing: a registered `geoarrow.wkb` makes every later Parquet
-    # read in this process return the extension type (pyiceberg 0.12 refuses it: "Column
-    # 'geom' has an unsupported type"), which readers without geoarrow never see.
-    pa.register_extension_type(GeoArrowWkb())
-    try:
+    with wkb_registered():
         pq.write_table(table, path)
-    finally:
-        pa.unregister_extension_type("geoarrow.wkb")
     for column, algorithm in (edge_algorithms or {}).items():
         _set_edge_algorithm(path, column, EDGE_ALGORITHMS[algorithm])
     got = logical_types(path)

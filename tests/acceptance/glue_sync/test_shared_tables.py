@@ -34,6 +34,15 @@ CM_OMITTED = ["array_of_prims", "array_of_arrays", "array_of_map_of_arrays",
               "struct_of_arrays_maps_of_structs.aa", "map_of_prims", "map_of_arrays", "map_of_maps"]
 OMITTED = {"table-with-columnmapping-mode-id": CM_OMITTED, "table-with-columnmapping-mode-name": CM_OMITTED,
            "type-widening": WIDENED_OMITTED}
+# type-widening widens its columns in version 2: before it, nothing is left out.
+OMITTED_FROM_VERSION = {"type-widening": 2}
+
+
+def omitted(name, version=None):
+    """The columns the mirror of `name` leaves out at `version` (None: the newest)."""
+    if version is not None and version < OMITTED_FROM_VERSION.get(name, 0):
+        return []
+    return OMITTED.get(name, [])
 # delta-rs 1.6 refuses typeWidening-preview (expected.json's reader_check): the expected rows
 # come from DuckDB's delta_scan there.
 DUCKDB_JUDGES = {"type-widening"}
@@ -89,7 +98,7 @@ def test_shared_table_synced_one_version_at_a_time_matches_every_version(name, d
     for version in readable:
         result = lakemirror("glue-sync", "--table-uri", uri, "--database", glue_database, "--table", "t",
                             "--to-version", version)
-        assert result.json["omitted_columns"] == OMITTED.get(name, [])
+        assert result.json["omitted_columns"] == omitted(name, version)
         assert_mirrors(uri, glue_database, "t", result, version=version, java=java_iceberg,
                        expected_rows=expected_rows(name, uri, version))
         # lakemirror verify agrees with the readers (its failures: test_verify.py).

@@ -1,5 +1,5 @@
 """Type widening: a widening Iceberg can express keeps the column's ID and old files are read
-widened; one it cannot is refused naming the column. The Delta log is written by hand (delta-rs
+widened; one it cannot leaves the column out by name until Delta drops the change. The Delta log is written by hand (delta-rs
 cannot widen types), the judges are pyiceberg, DuckDB and Java Iceberg against the rows written."""
 
 import io
@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from acceptance.mirror_check import assert_mirrors
+from acceptance.mirror_check import assert_mirrors, omitted_declarations
 from rig import judge
 
 
@@ -18,10 +18,11 @@ def parquet(table: pa.Table) -> bytes:
     return out.getvalue()
 
 
-def schema(c_type, changes=None):
+def schema(c_type, changes=None, others=()):
     metadata = {"delta.typeChanges": changes} if changes else {}
     return json.dumps({"type": "struct", "fields": [
-        {"name": "c", "type": c_type, "nullable": True, "metadata": metadata}]})
+        {"name": "c", "type": c_type, "nullable": True, "metadata": metadata},
+        *({"name": name, "type": "long", "nullable": True, "metadata": {}} for name in others)]})
 
 
 def put_commit(root, version, actions):
@@ -39,11 +40,12 @@ def add(root, name, table):
 
 
 def widened_table(root, from_type, to_type, old, new):
+    others = [name for name in old.column_names if name != "c"]  # long columns beside c
     put_commit(root, 0, [
         {"commitInfo": {"timestamp": 1764500000000}},
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
         {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
-                      "configuration": {}, "schemaString": schema(from_type)}},
+                      "configuration": {}, "schemaString": schema(from_type, others=others)}},
         add(root, "part-0.parquet", old)])
     put_commit(root, 1, [
         {"commitInfo": {"timestamp": 1764500001000}},
@@ -51,7 +53,8 @@ def widened_table(root, from_type, to_type, old, new):
                       "readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}},
         {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
                       "configuration": {"delta.enableTypeWidening": "true"},
-                      "schemaString": schema(to_type, [{"fromType": from_type, "toType": to_type, "tableVersion": 1}])}},
+                      "schemaString": schema(to_type, [{"fromType": from_type, "toType": to_type, "tableVersion": 1}],
+                                             others)}},
         add(root, "part-1.parquet", new)])
     return str(root)
 
@@ -78,13 +81,34 @@ def test_int_widened_to_long_keeps_its_id_and_old_files_read_widened(tmp_path, g
     assert sorted(java_iceberg.rows(fresh.json["metadata_location"])) == expected
 
 
-def test_a_widening_iceberg_cannot_express_is_refused_naming_the_column(tmp_path, glue_database, lakemirror, glue):
-    uri = widened_table(tmp_path / "int_double", "integer", "double",
-                        pa.table({"c": pa.array([1], pa.int32())}),
-                        pa.table({"c": pa.array([1.5], pa.float64())}))
-    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, check=False)
-    assert result.returncode == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert "column c was widened from integer to double" in last and "nothing was written" in last, last
-    assert "No lakemirror version can mirror it" in last and "DROP FEATURE" in last, last
-    assert glue.get_tables(DatabaseName=glue_database)["TableList"] == []
+def test_a_widening_iceberg_cannot_express_leaves_the_column_out_until_delta_drops_the_change(
+        tmp_path, glue_database, lakemirror, java_iceberg):
+    root = tmp_path / "int_double"
+    uri = widened_table(root, "integer", "double",
+                        pa.table({"c": pa.array([1], pa.int32()), "k": pa.array([10], pa.int64())}),
+                        pa.table({"c": pa.array([1.5], pa.float64()), "k": pa.array([11], pa.int64())}))
+    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    # The table is mirrored without c, and c is named with its reason.
+    assert result.json["omitted_columns"] == ["c"]
+    table = judge.glue_catalog().load_table((glue_database, "int_double"))
+    assert [f.name for f in table.schema().fields] == ["k"]
+    reasons = {d["column"]: d["reason"] for d in omitted_declarations(table.properties)}
+    assert "widened from integer to double" in reasons["c"], reasons
+    assert_mirrors(uri, glue_database, "int_double", result, expected_rows=[(10,), (11,)], java=java_iceberg)
+
+    # DROP FEATURE rewrites the old file and Delta no longer lists the change: c comes back
+    # (a new field, never the narrower values under the old ID).
+    rewritten = add(root, "part-2.parquet", pa.table({"c": pa.array([1.0], pa.float64()),
+                                                       "k": pa.array([10], pa.int64())}))
+    put_commit(root, 2, [
+        {"commitInfo": {"timestamp": 1764500002000}},
+        {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                      "configuration": {"delta.enableTypeWidening": "true"}, "schemaString": schema("double", others=["k"])}},
+        {"remove": {"path": "part-0.parquet", "deletionTimestamp": 1764500002000, "dataChange": False}},
+        rewritten])
+    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    assert result.json["omitted_columns"] == []
+    table = judge.glue_catalog().load_table((glue_database, "int_double"))
+    assert sorted(f.name for f in table.schema().fields) == ["c", "k"]
+    assert_mirrors(uri, glue_database, "int_double", result, expected_rows=[(1.0, 10), (1.5, 11)],
+                   java=java_iceberg)
