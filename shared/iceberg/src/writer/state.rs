@@ -680,11 +680,14 @@ impl TableState {
     }
 
     /// The sequence number of the next snapshot: the one after the last, or with row lineage
-    /// (as UniForm writes it) the Delta version, when it is past the last, so that data
-    /// sequence numbers are the versions that committed the files.
+    /// (as UniForm writes it) the Delta version, so that data sequence numbers are the versions
+    /// that committed the files: the first snapshot of a table (no parent) takes the version
+    /// even when it is not past the last (version 0 gets 0, which Iceberg allows for a
+    /// snapshot without a parent), a later one the version when it is past the last.
     fn next_sequence_number(&self, plan: &SnapshotPlan) -> i64 {
         let next = self.last_sequence_number + 1;
         match plan.row_lineage {
+            Some(_) if self.parent_snapshot_id.is_none() => plan.delta_version.max(0),
             Some(_) => next.max(plan.delta_version),
             None => next,
         }
