@@ -111,7 +111,9 @@ pub struct Remove {
     pub path: String,
     #[serde(default = "default_true")]
     pub data_change: bool,
-    pub deletion_vector: Option<serde_json::Value>,
+    /// The rows of the file that were deleted when it was removed, typed: an action is parsed
+    /// into no more memory than its bytes ask for.
+    pub deletion_vector: Option<super::deletion_vector::DeletionVector>,
     /// Present when written with `extendedFileMetadata` (Spark and delta-rs do).
     #[serde(default)]
     pub partition_values: Option<HashMap<String, Option<String>>>,

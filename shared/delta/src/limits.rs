@@ -46,9 +46,11 @@ impl LogLimits {
         }
     }
 
-    /// Sets the limits of this process (once, at start-up; later calls are ignored).
+    /// Sets the limits of this process (once, at start-up; later calls are ignored): also
+    /// the bound of every whole-object read ([`lakemirror_storage::object_bytes`]).
     pub fn install(self) {
         let _ = INSTALLED.set(self);
+        lakemirror_storage::install_object_bytes(self.file_bytes);
     }
 
     /// The limits installed for this process, [`LogLimits::UNBOUNDED`] when none were.

@@ -150,13 +150,7 @@ fn removed_entry(remove: &Remove, partitioned: bool) -> Result<Add, NotIncrement
             ));
         }
     };
-    let deletion_vector = match &remove.deletion_vector {
-        None | Some(serde_json::Value::Null) => None,
-        Some(value) => Some(
-            serde_json::from_value::<DeletionVector>(value.clone())
-                .map_err(|_| NotIncremental::BadDeletionVector(remove.path.clone()))?,
-        ),
-    };
+    let deletion_vector = remove.deletion_vector.clone();
     Ok(Add {
         path: remove.path.clone(),
         partition_values,

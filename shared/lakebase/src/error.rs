@@ -32,6 +32,17 @@ pub enum Error {
     #[error("{0}")]
     Connection(String),
 
+    /// A panic in one table's work: a bug in lakemirror (or bytes it did not foresee). Only
+    /// that table failed; the others of the invocation went on.
+    #[error(
+        "lakemirror hit a bug while {what} {table}: {message}. Please report it with this message; nothing of it was applied"
+    )]
+    Bug {
+        what: &'static str,
+        table: String,
+        message: String,
+    },
+
     /// A table's sync did not finish (or start) within the invocation's time; nothing of
     /// it was changed, and it is retried.
     #[error("{0}")]

@@ -267,9 +267,25 @@ impl LakebaseSyncFunction {
         };
         let mut chosen = chosen.iter().enumerate();
         while let Some((n, (table, message_ids))) = chosen.next() {
-            let sync = lakebase_sync(&self.stores, &mut client, table, None, unity.as_ref());
+            // A panic in this table's sync fails this table only (its transaction is rolled
+            // back with a new session for the tables after it).
+            let sync = lakemirror_storage::isolated(lakebase_sync(
+                &self.stores,
+                &mut client,
+                table,
+                None,
+                unity.as_ref(),
+            ));
             let finished = match deadline::run_before(deadline, n == 0, sync).await {
-                Timed::Done(finished) => finished,
+                Timed::Done(Ok(finished)) => finished,
+                Timed::Done(Err(message)) => {
+                    client = connection.connect().await?;
+                    Err(Error::Bug {
+                        what: "syncing",
+                        table: table.target.to_string(),
+                        message,
+                    })
+                }
                 Timed::NotStarted => {
                     outcome.not_reached(table, message_ids);
                     continue;

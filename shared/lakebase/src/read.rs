@@ -309,6 +309,8 @@ impl AsyncFileReader for RangedParquet {
             let size = self.size;
             let tail_start = size.saturating_sub(TAIL_READ);
             let tail = self.get_bytes(tail_start..size).await?;
+            // TableStorage::get_range answers every byte asked for or fails: the size the
+            // Delta log states cannot make the slices below run past the bytes read.
             let range = lakemirror_delta::footer::metadata_range(&tail, size)
                 .map_err(ParquetError::General)?;
             let footer = if range.start >= tail_start {
@@ -364,11 +366,12 @@ fn temporal_partition(
     rows: usize,
 ) -> Result<Option<ArrayRef>> {
     let value = value.filter(|v| !v.is_empty());
+    // Errors name the column, never a value (values may be personal data).
     let bad = |what: &str| {
         Error::Rows(format!(
-            "partition column {}: value {:?} is not a valid {what}",
+            "partition column {}: a file's partition value ({} characters) is not a valid {what}",
             column.copy.name,
-            value.unwrap_or_default()
+            value.map_or(0, |v| v.chars().count())
         ))
     };
     Ok(Some(match &column.copy.pg {

@@ -38,6 +38,9 @@ use serde_json::Value;
 
 use crate::partition::unscaled_decimal;
 
+/// The largest `add.stats` column metrics are taken from.
+pub const MAX_STATS_BYTES: usize = 64 * 1024;
+
 /// Column metrics of one data file, by Iceberg field ID.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ColumnMetrics {
@@ -56,7 +59,13 @@ pub fn column_metrics(
     physical_names: &HashMap<i32, String>,
 ) -> ColumnMetrics {
     let mut metrics = ColumnMetrics::default();
-    let Some(stats) = stats.and_then(|s| serde_json::from_str::<Value>(s).ok()) else {
+    // Parsed as a JSON tree, stats take several times their bytes: past this size (Delta
+    // keeps stats of 32 columns by default, a few KB) they prove nothing here, and the file
+    // is mirrored without bounds, only pruned less. Its record count is read apart.
+    let Some(stats) = stats
+        .filter(|s| s.len() <= MAX_STATS_BYTES)
+        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+    else {
         return metrics;
     };
     let records = stats.get("numRecords").and_then(Value::as_u64);
@@ -404,8 +413,28 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_or_missing_stats_give_no_metrics() {
-        for stats in [None, Some("not json"), Some(r#"{"numRecords":"x"}"#)] {
+    fn unreadable_missing_or_oversized_stats_give_no_metrics() {
+        // Stats past MAX_STATS_BYTES are not parsed: a long array takes many times its bytes.
+        let oversized = format!(
+            r#"{{"numRecords":3,"minValues":{{"id":1}},"padding":[{}0]}}"#,
+            "0,".repeat(MAX_STATS_BYTES)
+        );
+        assert!(
+            !crate::metrics::column_metrics(
+                Some(r#"{"numRecords":3,"minValues":{"id":1},"padding":[0]}"#),
+                &schema(),
+                &HashMap::new()
+            )
+            .lower_bounds
+            .is_empty(),
+            "the same stats without padding give metrics"
+        );
+        for stats in [
+            None,
+            Some("not json"),
+            Some(r#"{"numRecords":"x"}"#),
+            Some(oversized.as_str()),
+        ] {
             let m = column_metrics(stats, &schema(), &HashMap::new());
             assert!(
                 m.lower_bounds.is_empty() && m.value_counts.is_empty(),

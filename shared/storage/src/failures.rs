@@ -4,7 +4,10 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 
+use futures::FutureExt;
 use serde_json::{Value, json};
 
 /// The failures of one batch of tables; every table of the batch is still tried.
@@ -57,9 +60,40 @@ impl<E> Failures<E> {
     }
 }
 
+/// Runs one table's work so that a panic in it (a bug, or bytes nobody foresaw) becomes that
+/// table's failure, with the panic's message, instead of ending the process and the batch
+/// with it.
+pub async fn isolated<T>(work: impl Future<Output = T>) -> Result<T, String> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .map_err(|panic| panic_message(panic.as_ref()))
+}
+
+/// The message a panic carried.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_one_tables_work_is_its_failure() {
+        let fine = isolated(async { 7 }).await;
+        assert_eq!(fine, Ok(7));
+        let panicked = isolated(async {
+            let sizes: Vec<usize> = Vec::new();
+            sizes[3]
+        })
+        .await;
+        assert!(panicked.unwrap_err().contains("index out of bounds"));
+    }
 
     #[test]
     fn a_message_announcing_two_failed_tables_is_redelivered_once_and_the_first_error_kept() {

@@ -14,6 +14,21 @@ use crate::counters::IoCounters;
 use crate::error::{Error, Result};
 use crate::uri::TableScope;
 
+/// The largest object this process reads into memory at once (the installed bound, else
+/// 512 MB).
+pub fn object_bytes() -> u64 {
+    OBJECT_BYTES.get().copied().unwrap_or(DEFAULT_OBJECT_BYTES)
+}
+
+/// Bounds every whole-object read of this process at `bytes` (once, at start-up; from the
+/// function's memory, with the log limits).
+pub fn install_object_bytes(bytes: u64) {
+    let _ = OBJECT_BYTES.set(bytes);
+}
+
+const DEFAULT_OBJECT_BYTES: u64 = 512 * 1024 * 1024;
+static OBJECT_BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
 /// A store rooted at a URI such as `s3://bucket/prefix` or `file:///data/table`.
 #[derive(Clone)]
 pub struct TableStorage {
@@ -150,12 +165,19 @@ impl TableStorage {
         }
     }
 
+    /// Reads `location` whole, if it holds at most [`object_bytes`] (a quarter of the
+    /// process's memory): a larger object is refused before its body is read. Any object a
+    /// table's writer may write (its log, its `_lakemirror/` folder) is read through this or
+    /// [`Self::get_at_most`], never unbounded.
     pub async fn get(&self, location: &str) -> Result<(Bytes, ObjectMeta)> {
-        let result = self.store.get(&self.readable(location)?).await?;
-        let meta = result.meta.clone();
-        let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
-        Ok((bytes, meta))
+        self.get_at_most(location, object_bytes())
+            .await?
+            .ok_or_else(|| {
+                Error::Store(object_store::Error::NotFound {
+                    path: location.to_string(),
+                    source: "the object vanished while it was read".into(),
+                })
+            })
     }
 
     /// Reads `location` and its metadata if it exists and holds at most `max_bytes`: a
@@ -200,22 +222,29 @@ impl TableStorage {
         &self,
         location: &str,
     ) -> Result<Option<(Bytes, ObjectMeta)>> {
-        match self.get(location).await {
-            Ok(found) => Ok(Some(found)),
-            Err(Error::Store(object_store::Error::NotFound { .. })) => {
-                self.counters.request(0, 0);
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        self.get_at_most(location, object_bytes()).await
     }
 
+    /// The bytes of `range`, all of them: a store answers a range past an object's end with
+    /// the bytes it has, and sizes come from logs a writer wrote, so a short answer is an
+    /// error naming the object, never a slice cut past its end later.
     pub async fn get_range(&self, location: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let wanted = range.end.saturating_sub(range.start);
+        let start = range.start;
         let bytes = self
             .store
             .get_range(&self.readable(location)?, range)
             .await?;
         self.counters.request(bytes.len(), 0);
+        if bytes.len() as u64 != wanted {
+            return Err(Error::Location {
+                location: location.to_string(),
+                reason: format!(
+                    "ends at byte {}, before the {wanted} bytes from {start} its table's log made lakemirror ask for: the log and the object disagree (was it replaced or truncated?)",
+                    start + bytes.len() as u64
+                ),
+            });
+        }
         Ok(bytes)
     }
 

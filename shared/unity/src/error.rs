@@ -30,6 +30,17 @@ pub enum Error {
     #[error("{0}")]
     Entry(String),
 
+    /// A panic in one table's work: a bug in lakemirror (or bytes it did not foresee). Only
+    /// that table failed; the others of the invocation went on.
+    #[error(
+        "lakemirror hit a bug while {what} {table}: {message}. Please report it with this message; nothing of it was applied"
+    )]
+    Bug {
+        what: &'static str,
+        table: String,
+        message: String,
+    },
+
     /// A table's registration did not finish (or start) within the invocation's time; it
     /// is retried.
     #[error("{0}")]

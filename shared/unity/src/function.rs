@@ -199,9 +199,15 @@ impl UnityRegisterFunction {
             table: None,
             allowed_catalogs: self.config.allowed_catalogs.clone(),
         };
-        let registration = unity_register(&self.stores, uc, &request);
+        // A panic in this table's registration fails this table only.
+        let registration = lakemirror_storage::isolated(unity_register(&self.stores, uc, &request));
         match deadline::run_before(deadline, first, registration).await {
-            Timed::Done(registered) => registered,
+            Timed::Done(Ok(registered)) => registered,
+            Timed::Done(Err(message)) => Err(Error::Bug {
+                what: "registering",
+                table: request.table_uri.clone(),
+                message,
+            }),
             Timed::NotStarted => Err(Error::OutOfTime(format!(
                 "{}: not started, the invocation's time ran out; it is retried",
                 table.table_uri
