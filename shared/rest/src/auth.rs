@@ -135,6 +135,11 @@ impl Auth {
             .map_err(|e| Error::Unreachable(format!("{token_uri}: {e}")))?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
+        if status.is_redirection() {
+            return Err(Error::Auth(format!(
+                "the token endpoint {token_uri} answered {status} (a redirect); lakemirror follows no redirect, so the client secret goes only where REST_CATALOG_OAUTH2_SERVER_URI says: set it to the address the endpoint redirects to"
+            )));
+        }
         if !status.is_success() {
             return Err(Error::Auth(format!(
                 "the token endpoint {token_uri} refused client {client_id} ({status}: {}); check REST_CATALOG_CREDENTIAL and REST_CATALOG_SCOPE",

@@ -44,8 +44,22 @@ struct Answer {
 }
 
 impl Answer {
+    /// The type of the server's error (`{"error": {"type"}}`), empty when it names none.
+    fn error_type(&self) -> String {
+        serde_json::from_slice::<serde_json::Value>(&self.body)
+            .ok()
+            .and_then(|v| v.pointer("/error/type")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     /// The server's error message (`{"error": {"message", "type"}}`), or the body's start.
     fn message(&self) -> String {
+        if self.status.is_redirection() {
+            return format!(
+                "{}: a redirect, which lakemirror does not follow (credentials go only where REST_CATALOG_URI says): set REST_CATALOG_URI to the address it redirects to",
+                self.status.as_u16()
+            );
+        }
         let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.body).ok();
         let error = parsed.as_ref().and_then(|v| v.get("error"));
         match error {
@@ -130,9 +144,12 @@ impl RestCatalog {
                 }
             }
         };
+        // No redirect is followed: a hop to another address (plain http elsewhere) would get
+        // the token or the OAuth2 client secret past the https-or-loopback rule.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| RestError::Unreachable(format!("HTTPS cannot be set up ({e})")))?;
         Ok(Self {
@@ -291,7 +308,19 @@ impl RestCatalog {
         let answer = self.send(Method::POST, &url, Some(body), counters).await?;
         match answer.status {
             StatusCode::CONFLICT => Err(Error::CommitConflict(full(commit))),
-            StatusCode::NOT_FOUND => Err(Error::NoSuchDatabase(commit.database.to_string())),
+            // A missing namespace says so in the error's type; any other 404 is a catalog
+            // without the register route.
+            StatusCode::NOT_FOUND if answer.error_type().contains("NoSuchNamespace") => {
+                Err(Error::NoSuchDatabase(commit.database.to_string()))
+            }
+            StatusCode::NOT_FOUND => Err(Error::Catalog {
+                operation: "registering a REST catalog table",
+                message: format!(
+                    "{} to POST {url}: the catalog has no register route (Iceberg REST's registerTable), so it cannot hold a mirror: lakemirror writes the metadata itself, to keep Delta's field IDs and files, and registers it. docs/rest-catalog.md lists which catalogs register tables; nothing was registered",
+                    answer.message()
+                ),
+                retryable: false,
+            }),
             s if s.is_success() => answer.metadata_location("registering a REST catalog table"),
             _ => Err(answer.error("registering a REST catalog table")),
         }

@@ -171,9 +171,12 @@ impl UnityCatalog {
                 return Err(bad_url("must start with https://".into()));
             }
         }
+        // No redirect is followed: a hop to another address (plain http elsewhere) would get
+        // the token past the https-or-loopback rule.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| bad_url(format!("cannot be reached: HTTPS cannot be set up ({e})")))?;
         Ok(Self {
@@ -542,6 +545,9 @@ impl UnityCatalog {
             404 => format!(
                 "Unity Catalog at {url} has no {object} ({what}: {})",
                 brief(&body)
+            ),
+            300..=399 => format!(
+                "Unity Catalog at {url} answered {status} (a redirect) while {what} {object}; lakemirror follows no redirect, so the token goes only where UC_URL says: set UC_URL to the address it redirects to"
             ),
             _ => format!(
                 "Unity Catalog at {url} answered {status} while {what} {object}: {}",
