@@ -459,6 +459,13 @@ impl DeltaLog {
         self.listed_commits_since(version, target).await
     }
 
+    /// Whether the log holds commit `version` (published, or ratified by the table's catalog):
+    /// one request, which is how a sync announced by an old event finds commits whose own
+    /// events were lost.
+    pub async fn has_commit(&self, version: i64) -> Result<bool> {
+        Ok(self.commit_file_bytes(version).await?.is_some())
+    }
+
     /// Commit `version`, if its file exists.
     async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
         let Some((bytes, meta)) = self.commit_file_bytes(version).await? else {

@@ -376,8 +376,12 @@ fn from_body(body: &str) -> Result<Vec<CommitObject>, String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "lakemirror", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Control {
-    /// Verify every mirror of the function's database (`{"lakemirror": "verify"}`).
+    /// Verify every mirror of the function's database (`{"lakemirror": "verify"}`), each
+    /// caught up first.
     Verify,
+    /// Bring every mirror of the function's database that is behind its Delta table (its
+    /// newest events lost or late) to the newest version (`{"lakemirror": "catch-up"}`).
+    CatchUp,
     /// Steps of a fanned-out bootstrap (see `lakemirror_mirror::fanout`):
     /// Plan the bootstrap of `table_uri` in (at most) `parts` parts.
     FanOutPlan { table_uri: String, parts: u32 },
@@ -389,8 +393,13 @@ pub enum Control {
 
 impl Control {
     /// The names `lakemirror` takes (the tags above).
-    pub const NAMES: [&'static str; 4] =
-        ["verify", "fan-out-plan", "fan-out-part", "fan-out-finish"];
+    pub const NAMES: [&'static str; 5] = [
+        "verify",
+        "catch-up",
+        "fan-out-plan",
+        "fan-out-part",
+        "fan-out-finish",
+    ];
 }
 
 /// Groups deliveries into one trigger per table (the newest version wins), keeping only
@@ -527,6 +536,7 @@ mod tests {
             matches!(plan.control(), Some(Control::FanOutPlan { parts: 16, table_uri }) if table_uri == "s3://my-lake/warehouse/orders")
         );
         assert_eq!(fixture("verify.json").control(), Some(&Control::Verify));
+        assert_eq!(fixture("catch-up.json").control(), Some(&Control::CatchUp));
         assert!(fixture("verify.json").deliveries()[0].commits.is_empty());
         for other in [
             "eventbridge.json",

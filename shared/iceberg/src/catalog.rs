@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use iceberg::spec::TableMetadata;
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::properties::DELTA_TABLE_PROPERTY;
-use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
+use lakemirror_storage::{IoCounters, ObjectStores, TableStorage, canonical_uri};
 
 use crate::error::{Error, Result};
 
@@ -178,7 +178,9 @@ impl Lakehouse {
         };
         let full = format!("{database}.{name}");
         let kind = self.catalog.kind();
-        let Some(location) = entry.metadata_location().map(str::to_string) else {
+        // In one spelling: a catalog may name a local file `file:/x` where lakemirror wrote
+        // `file:///x` (Java's CatalogHandlers do).
+        let Some(location) = entry.metadata_location().map(canonical_uri) else {
             return Err(Error::CatalogState(format!(
                 "{kind} table {full} exists but is not an Iceberg table lakemirror can continue; choose another table name or delete it"
             )));
@@ -186,7 +188,7 @@ impl Lakehouse {
         // Only metadata in this table's own metadata folder is continued: a metadata file
         // anywhere else (another table's folder, which its writer controls) proves nothing,
         // whatever properties it holds.
-        let own_folder = format!("{}/metadata", metadata_store.root_uri());
+        let own_folder = format!("{}/metadata", canonical_uri(metadata_store.root_uri()));
         if !metadata_store.scope().root_holds(&location)
             || !location.starts_with(&format!("{own_folder}/"))
         {
@@ -211,7 +213,7 @@ impl Lakehouse {
             ))
         })?;
         let mirrored = metadata.properties().get(DELTA_TABLE_PROPERTY);
-        if mirrored.map(String::as_str) != Some(delta_table_uri) {
+        if mirrored.map(|m| canonical_uri(m)) != Some(canonical_uri(delta_table_uri)) {
             return Err(Error::CatalogState(format!(
                 "{kind} table {full} mirrors {}, not {delta_table_uri}; choose another table name",
                 mirrored.map_or("a table lakemirror did not create", String::as_str)

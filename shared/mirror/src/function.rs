@@ -4,11 +4,10 @@
 use lakemirror_storage::deadline::{self, Timed};
 pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use lakemirror_events::trigger::{
@@ -106,12 +105,28 @@ pub enum GlueSyncResponse {
     },
     /// To the scheduled verify: one line per mirror.
     Verified { verified: Vec<Verified> },
+    /// To the scheduled catch-up: one line per mirror.
+    CaughtUp { caught_up: Vec<CaughtUp> },
     /// To a fan-out plan step: the plan every part and the finishing step take.
     FanOutPlanned(FanOutPlan),
     /// To a fan-out part.
     FanOutPart(PartWritten),
     /// To the finishing step of a fan-out.
     FanOutFinished(SyncReport),
+}
+
+/// One mirror's outcome in the scheduled catch-up.
+#[derive(Debug, serde::Serialize)]
+pub struct CaughtUp {
+    pub glue_table: String,
+    pub delta_table: String,
+    /// The Delta version the mirror held.
+    pub mirrored_version: Option<i64>,
+    /// Whether the Delta log held a newer commit (an event for it lost, or not yet handled).
+    pub behind: bool,
+    /// The version the catch-up synced the mirror to, when it was behind.
+    pub synced_to: Option<i64>,
+    pub error: Option<String>,
 }
 
 /// One mirror's outcome in the scheduled verify.
@@ -125,6 +140,8 @@ pub struct Verified {
     pub difference_count: usize,
     /// The first differences, as `file: message`.
     pub differences: Vec<String>,
+    /// The version a mirror found behind its Delta table was synced to before it was verified.
+    pub caught_up_to: Option<i64>,
     pub error: Option<String>,
 }
 
@@ -313,6 +330,7 @@ impl GlueSyncFunction {
         let request = |table_uri: String| self.config.request(table_uri);
         match control {
             Control::Verify => self.verify_mirrors(deadline).await,
+            Control::CatchUp => self.catch_up_mirrors(deadline).await,
             Control::FanOutPlan { table_uri, parts } => {
                 if !allowed(&table_uri) {
                     return Err(refused(&table_uri));
@@ -377,11 +395,114 @@ impl GlueSyncFunction {
                 delta_version: None,
                 difference_count: 0,
                 differences: Vec::new(),
+                caught_up_to: None,
                 error: Some(u.error),
             });
         }
         verified.sort_by(|a, b| a.glue_table.cmp(&b.glue_table));
         Ok(GlueSyncResponse::Verified { verified })
+    }
+
+    /// The scheduled catch-up (`CatchUpSchedule`): every mirror of the function's Glue
+    /// database under its table prefixes is checked by one request (the name of the commit
+    /// after the one it holds), and each one behind its Delta table, because an event was
+    /// lost or is still on its way, is synced to the newest version. Each emits
+    /// `MirrorBehind` (1 behind, 0 not), and the run one record with the number behind.
+    async fn catch_up_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
+        let counters = Arc::new(IoCounters::default());
+        let (mirrors, unreadable) = crate::status::mirrors(
+            &self.lake,
+            &self.config.database,
+            &self.config.table_prefixes,
+            &counters,
+        )
+        .await?;
+        let mut lines: Vec<CaughtUp> = futures::stream::iter(&mirrors)
+            .map(|mirror| async move {
+                let left =
+                    deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+                if left.is_some_and(|left| left < START_MARGIN) {
+                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to catch up; left to the next tick");
+                    return None;
+                }
+                let mut line = CaughtUp {
+                    glue_table: mirror.glue_table(),
+                    delta_table: mirror.delta_table_uri.clone(),
+                    mirrored_version: mirror.committed.delta_version(),
+                    behind: false,
+                    synced_to: None,
+                    error: None,
+                };
+                match self.catch_up(mirror).await {
+                    Ok(Some(report)) => {
+                        line.behind = true;
+                        line.synced_to = report.delta_version;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(glue_table = %line.glue_table, error = %e, "cannot catch the mirror up");
+                        line.behind = true;
+                        line.error = Some(e.to_string());
+                    }
+                }
+                Some(line)
+            })
+            .buffer_unordered(SYNCS_AT_ONCE)
+            .filter_map(|line| async move { line })
+            .collect()
+            .await;
+        for u in unreadable {
+            tracing::error!(glue_table = %u.table, error = %u.error, "cannot catch up: the mirror's metadata is unreadable");
+            lines.push(CaughtUp {
+                glue_table: u.table,
+                delta_table: String::new(),
+                mirrored_version: None,
+                behind: false,
+                synced_to: None,
+                error: Some(u.error),
+            });
+        }
+        lines.sort_by(|a, b| a.glue_table.cmp(&b.glue_table));
+        MetricRecord::new("Database", self.config.database.as_str())
+            .with(
+                Metric::MirrorBehind,
+                lines.iter().filter(|l| l.behind).count(),
+            )
+            .emit();
+        Ok(GlueSyncResponse::CaughtUp { caught_up: lines })
+    }
+
+    /// A mirror behind its Delta table, synced to the newest version; None when it was not
+    /// behind (one request: the next commit's name in the published log; a catalog-managed
+    /// table's commits ratified but not published come with their own events). Emits
+    /// `MirrorBehind` for the mirror.
+    async fn catch_up(&self, mirror: &Mirror) -> Result<Option<SyncReport>> {
+        let Some(mirrored) = mirror.committed.delta_version() else {
+            return Ok(None);
+        };
+        let counters = Arc::new(IoCounters::default());
+        let data = self
+            .lake
+            .stores
+            .open(&mirror.delta_table_uri, counters.clone())?;
+        let next = lakemirror_delta::DeltaLog::new(data.clone()).commit_file(mirrored + 1);
+        let behind = data.head_if_exists(&next).await?.is_some();
+        MetricRecord::new("Table", mirror.glue_table())
+            .with(Metric::MirrorBehind, u64::from(behind))
+            .emit();
+        if !behind {
+            return Ok(None);
+        }
+        tracing::warn!(glue_table = %mirror.glue_table(), mirrored, "the mirror is behind its Delta table (an event was lost or is still on its way): syncing it to the newest version");
+        // Into the very Glue table found, whatever the naming settings would choose now.
+        let request = GlueSyncRequest {
+            database: mirror.database.clone(),
+            table: Some(mirror.table.clone()),
+            ..self.config.request(mirror.delta_table_uri.clone())
+        };
+        let report = glue_sync(&self.lake, &request, counters).await?;
+        sync_metrics(&report, None).emit();
+        Ok(Some(report))
     }
 
     async fn verify_one(&self, mirror: &Mirror) -> Verified {
@@ -401,8 +522,19 @@ impl GlueSyncFunction {
             delta_version: None,
             difference_count: 0,
             differences: Vec::new(),
+            caught_up_to: None,
             error: None,
         };
+        // A mirror behind its Delta table is caught up first: verified at the version it
+        // holds, it would look equal while it lacks the newest commits.
+        match self.catch_up(mirror).await {
+            Ok(caught_up) => line.caught_up_to = caught_up.and_then(|r| r.delta_version),
+            Err(e) => {
+                tracing::error!(glue_table = %line.glue_table, error = %e, "cannot catch the mirror up before verifying it");
+                line.error = Some(e.to_string());
+                return line;
+            }
+        }
         match verify(&self.lake, &request, counters).await {
             Ok(report) => {
                 MetricRecord::new("Table", line.glue_table.as_str())
@@ -439,7 +571,7 @@ impl GlueSyncFunction {
         deadline: Option<SystemTime>,
         first: bool,
     ) -> Outcome {
-        let sync = AssertUnwindSafe(sync_one(&self.lake, &self.config, trigger)).catch_unwind();
+        let sync = lakemirror_storage::isolated(sync_one(&self.lake, &self.config, trigger));
         let finished = match deadline::run_before(deadline, first, sync).await {
             Timed::Done(finished) => finished,
             Timed::NotStarted => return Outcome::NotStarted,
@@ -449,9 +581,9 @@ impl GlueSyncFunction {
             Ok(Ok(report)) if undecided(&report, trigger).is_some() => Outcome::Undecided(report),
             Ok(Ok(report)) => Outcome::Synced(report),
             Ok(Err(e)) => Outcome::Failed(e),
-            Err(panic) => Outcome::Failed(Error::Bug {
+            Err(message) => Outcome::Failed(Error::Bug {
                 table: trigger.table_uri(),
-                message: panic_message(panic.as_ref()),
+                message,
             }),
         }
     }
@@ -493,14 +625,6 @@ enum Outcome {
 
 /// Syncs of one batch that run at once.
 pub const SYNCS_AT_ONCE: usize = 4;
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".to_string())
-}
 
 /// Why a message is parked.
 #[derive(Debug, Clone)]

@@ -47,7 +47,8 @@ pub struct GlueSyncRequest {
     pub to_version: Option<i64>,
     /// A version the Delta log is known to hold, from the event that announced it. Without
     /// `to_version`, the sync reads the commits up to it by name and leaves newer ones to
-    /// their own events; nothing is read from the log when the mirror already has it.
+    /// their own events; when the mirror already has it, the next commit is probed (one
+    /// request) and, when it exists, the mirror catches up to the newest version.
     pub known_version: Option<i64>,
     /// Format version of a new Iceberg table; the Delta table property
     /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
@@ -246,9 +247,6 @@ pub async fn glue_sync(
                 &metadata_store,
             )
             .await?;
-        if read.current.is_none() && read.lost.is_none() {
-            refuse_nested(&lake.stores, &data, &counters).await?;
-        }
         // A mirror of a catalog-managed table reads past the published log from the start:
         // its newest versions may exist only as the commits its catalog ratified.
         if let Some(id) = read.current.as_ref().and_then(|c| c.catalog_table_id())
@@ -256,7 +254,21 @@ pub async fn glue_sync(
         {
             log.ratify(Some(id)).await?;
         }
-        let planned = match plan(&log, &read, request, history.take(), in_groups).await {
+        // On every sync, not only a mirror's first: a table inside another's folder must not
+        // keep a mirror that an `_delta_log/` gone for a moment let it take. The listings go
+        // out beside the planning's reads.
+        let nested = async {
+            match attempt {
+                1 => refuse_nested(&lake.stores, &data, &counters).await,
+                _ => Ok(()),
+            }
+        };
+        let (nested, planned) = tokio::join!(
+            nested,
+            plan(&log, &read, request, history.take(), in_groups)
+        );
+        nested?;
+        let planned = match planned {
             Err(Error::SourceMissing { table, glue_table })
                 if request.on_missing_source == OnMissingSource::Drop =>
             {
@@ -515,9 +527,16 @@ async fn plan(
         })
     };
     let commits = async {
-        match mirrored_already {
-            true => Ok(None),
-            false => log
+        match (mirrored_already, to_version) {
+            (true, Some(_)) => Ok(None),
+            // An event for a version the mirror holds (a duplicate, a late one, a backfill):
+            // one request for the next commit, so that commits whose events were lost are
+            // synced now, not at the table's next commit.
+            (true, None) => match log.has_commit(synced + 1).await? {
+                false => Ok(None),
+                true => log.commits_since(synced, None, None).await.map(Some),
+            },
+            (false, _) => log
                 .commits_since(synced, to_version, request.known_version)
                 .await
                 .map(Some),
@@ -539,7 +558,8 @@ async fn plan(
     if matches!(identity, Identity::Missing | Identity::Changed) {
         return checked_full(log, read, current, &view, synced, request, identity).await;
     }
-    if mirrored_already {
+    let commits = commits?;
+    if commits.is_none() {
         if to_version.is_some_and(|target| target < synced) {
             tracing::warn!(table = %read.full_name(), synced, target = ?to_version, "the mirror is already past the requested version; lakemirror never rewinds a table");
         } else {
@@ -547,7 +567,7 @@ async fn plan(
         }
         return Ok(Planned::default());
     }
-    match commits? {
+    match commits {
         Some(CommitsSince::Contiguous(commits)) => {
             match plan_commits(log.table().scope(), &view, &commits) {
                 Ok(plans) => {
@@ -780,9 +800,9 @@ impl RecentHistory {
     }
 }
 
-/// Refuses a new mirror of a table that lies inside another table's folder (an ancestor
-/// folder holds `_delta_log/`): one listing per ancestor, once per new mirror. An ancestor the
-/// function may not list (above its `TABLE_PREFIXES`) is not one it mirrors.
+/// Refuses a mirror of a table that lies inside another table's folder (an ancestor folder
+/// holds `_delta_log/`): one listing per ancestor, once per sync. An ancestor the function
+/// may not list (above its `TABLE_PREFIXES`) is not one it mirrors.
 async fn refuse_nested(
     stores: &ObjectStores,
     data: &TableStorage,

@@ -106,13 +106,14 @@ async fn read_mirror(
         lakemirror_iceberg::metadata_json::from_bytes(&bytes).map_err(|e| {
             Error::catalog_state(format!("{location} is not Iceberg table metadata ({e})"))
         })?;
-    let Some(delta_table_uri) = metadata.properties().get(DELTA_TABLE_PROPERTY).cloned() else {
+    let Some(named) = metadata.properties().get(DELTA_TABLE_PROPERTY).cloned() else {
         return Ok(None);
     };
     let metadata_uri = location
         .rsplit_once("/metadata/")
         .map_or(location.as_str(), |(folder, _)| folder)
         .to_string();
+    let delta_table_uri = delta_table_of(&metadata_uri, &named)?;
     Ok(Some(Mirror {
         database: database.to_string(),
         table: entry.name.clone(),
@@ -124,6 +125,26 @@ async fn read_mirror(
         },
     }))
 }
+
+/// The Delta table a mirror follows, from where its metadata lies: a mirror whose metadata
+/// lies in `<table>/_lakemirror/iceberg` follows `<table>`, whatever its property names; a
+/// property naming another table is refused (the table's writer can write that file: it
+/// must not make a verify read another table's log under this mirror's name). Metadata kept
+/// elsewhere (the CLI's `--metadata-uri`) names its table by the property alone.
+fn delta_table_of(metadata_uri: &str, named: &str) -> Result<String> {
+    let Some(root) = metadata_uri.strip_suffix(MIRROR_FOLDER) else {
+        return Ok(named.to_string());
+    };
+    if canonical_uri(root) != canonical_uri(named) {
+        return Err(Error::catalog_state(format!(
+            "its metadata lies in {root}'s folder but names the Delta table {named} ({DELTA_TABLE_PROPERTY}): a mirror follows the table whose folder holds it; it is not read as {named}'s"
+        )));
+    }
+    Ok(named.to_string())
+}
+
+/// The folder below a Delta table's root where its mirror's metadata lies.
+const MIRROR_FOLDER: &str = "/_lakemirror/iceberg";
 
 /// Where a mirror stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -493,6 +514,27 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
     use std::sync::Mutex;
+
+    #[test]
+    fn a_mirror_follows_the_table_whose_folder_holds_its_metadata() {
+        let own = "s3://lake/sales/orders/_lakemirror/iceberg";
+        assert_eq!(
+            delta_table_of(own, "s3a://lake/sales/orders/").unwrap(),
+            "s3a://lake/sales/orders/"
+        );
+        // A forged property naming another table is refused, naming both.
+        let forged = delta_table_of(own, "s3://lake/hr/salaries").unwrap_err();
+        let message = forged.to_string();
+        assert!(
+            message.contains("s3://lake/sales/orders") && message.contains("s3://lake/hr/salaries"),
+            "{message}"
+        );
+        // Metadata kept elsewhere (the CLI's --metadata-uri) names its table by the property.
+        assert_eq!(
+            delta_table_of("s3://meta/orders", "s3://lake/sales/orders").unwrap(),
+            "s3://lake/sales/orders"
+        );
+    }
 
     fn meta(version: i64) -> ObjectMeta {
         ObjectMeta {

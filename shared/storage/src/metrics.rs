@@ -23,6 +23,10 @@ pub enum Metric {
     MirrorDrift,
     /// glue-sync: a mirror whose Delta table is gone (1).
     SourceMissing,
+    /// scheduled catch-up and verify: 1 when the mirror was behind its Delta table (its
+    /// newest events lost or late; it is synced then), 0 when not; per `Database`: how
+    /// many mirrors were behind.
+    MirrorBehind,
     /// glue-sync: the columns a mirror leaves out (`lakemirror.omitted-columns`): a type or a
     /// widening its Iceberg format version cannot hold, or a column Java cannot read.
     OmittedColumns,
@@ -45,6 +49,7 @@ impl Metric {
             Metric::SyncFailed => "SyncFailed",
             Metric::MirrorDrift => "MirrorDrift",
             Metric::SourceMissing => "SourceMissing",
+            Metric::MirrorBehind => "MirrorBehind",
             Metric::OmittedColumns => "OmittedColumns",
             Metric::PublishedOnly => "PublishedOnly",
             Metric::ReverseSyncRows => "ReverseSyncRows",
@@ -59,6 +64,7 @@ impl Metric {
             Metric::SyncFailed
             | Metric::MirrorDrift
             | Metric::SourceMissing
+            | Metric::MirrorBehind
             | Metric::OmittedColumns
             | Metric::PublishedOnly
             | Metric::ReverseSyncRows

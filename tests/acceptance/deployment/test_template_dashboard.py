@@ -1,8 +1,9 @@
 """template.yaml's CloudWatch dashboard and scheduled verify: the dashboard (CreateDashboard,
 on by default) is valid JSON whichever optional functions and queues the stack has, names only
 resources that exist with it, shows every queue of the stack, and charts only lakemirror
-metrics that the Rust code emits; the verify schedule (VerifySchedule) is off by default and
-sends the glue-sync function exactly the input its handler recognises."""
+metrics that the Rust code emits; the verify schedule (VerifySchedule, off by default) and the
+catch-up schedule (CatchUpSchedule, every 15 minutes) send the glue-sync function exactly the
+input its handler recognises."""
 
 import itertools
 import json
@@ -213,32 +214,58 @@ def test_every_function_has_errors_and_throttles_on_the_dashboard():
                 f"{function}: no {metric} row"
 
 
-def test_the_verify_schedule_is_off_by_default_and_sends_the_verify_input():
+# Each schedule: its parameter's default, its rule and the input the handler matches.
+SCHEDULES = {"VerifySchedule": ("", "VerifyRule", "verify"),
+             "CatchUpSchedule": ("rate(15 minutes)", "CatchUpRule", "catch-up")}
+
+
+def test_only_lakemirror_schedules_invoke_the_function():
+    rules = [n for n, r in template()["Resources"].items()
+             if r["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in r["Properties"]]
+    assert sorted(rules) == sorted(rule for _, rule, _ in SCHEDULES.values())
+
+
+@pytest.mark.parametrize("parameter_name", SCHEDULES)
+def test_a_schedule_sends_the_input_the_handler_recognises(parameter_name):
+    """The verify schedule is off by default; the catch-up (lost events heal by themselves)
+    runs every 15 minutes unless turned off."""
+    default, rule_name, control = SCHEDULES[parameter_name]
+    condition = f"Has{parameter_name}"
     t = template()
-    parameter = t["Parameters"]["VerifySchedule"]
-    assert parameter["Type"] == "String" and parameter["Default"] == ""
-    assert t["Conditions"]["HasVerifySchedule"] == {"!Not": [{"!Equals": [{"!Ref": "VerifySchedule"}, ""]}]}
+    parameter = t["Parameters"][parameter_name]
+    assert parameter["Type"] == "String" and parameter["Default"] == default
+    assert t["Conditions"][condition] == {"!Not": [{"!Equals": [{"!Ref": parameter_name}, ""]}]}
     resources = t["Resources"]
-    rules = {n: r for n, r in resources.items()
-             if r["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in r["Properties"]}
-    assert list(rules) == ["VerifyRule"]
-    rule = rules["VerifyRule"]
-    assert rule["Condition"] == "HasVerifySchedule"
-    assert rule["Properties"]["ScheduleExpression"] == {"!Ref": "VerifySchedule"}
+    rule = resources[rule_name]
+    assert rule["Condition"] == condition
+    assert rule["Properties"]["ScheduleExpression"] == {"!Ref": parameter_name}
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == {"!GetAtt": "GlueSyncFunction.Arn"}
     # The handler matches this JSON; keep it byte for byte.
-    assert target["Input"] == '{"lakemirror":"verify"}'
-    assert json.loads(target["Input"]) == {"lakemirror": "verify"}
+    assert target["Input"] == json.dumps({"lakemirror": control}, separators=(",", ":"))
+    # The same input as the sample event `lakemirror invoke` takes.
+    sample = REPO / "functions" / "glue-sync" / "events" / f"{control}.json"
+    assert json.loads(sample.read_text()) == json.loads(target["Input"])
 
     permissions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"
-                   and r["Properties"].get("SourceArn") == {"!GetAtt": "VerifyRule.Arn"}]
+                   and r["Properties"].get("SourceArn") == {"!GetAtt": f"{rule_name}.Arn"}]
     assert len(permissions) == 1
     (permission,) = permissions
-    assert permission["Condition"] == "HasVerifySchedule"
+    assert permission["Condition"] == condition
     assert permission["Properties"]["Principal"] == "events.amazonaws.com"
     assert permission["Properties"]["Action"] == "lambda:InvokeFunction"
     assert permission["Properties"]["FunctionName"] == {"!Ref": "GlueSyncFunction"}
+
+
+def test_the_mirror_behind_alarm_watches_the_metric_the_catch_up_emits():
+    alarm = template()["Resources"]["MirrorBehindAlarm"]
+    assert alarm["Condition"] == "HasCatchUpSchedule"
+    properties = alarm["Properties"]
+    assert (properties["Namespace"], properties["MetricName"]) == ("lakemirror", "MirrorBehind")
+    assert properties["Dimensions"] == [{"Name": "Database", "Value": {"!Ref": "GlueDatabase"}}]
+    assert '"MirrorBehind"' in METRICS_SOURCE.read_text()
+    emitter = (RUST_SOURCES / "mirror" / "src" / "function.rs").read_text()
+    assert 'MetricRecord::new("Database"' in emitter and "Metric::MirrorBehind" in emitter
 
 
 def test_glue_sync_may_list_only_the_mirror_database_tables():
