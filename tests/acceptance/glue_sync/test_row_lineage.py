@@ -236,15 +236,20 @@ def keyed(rows) -> dict[int, tuple]:
 
 
 def manifest_entries(snapshot: dict) -> dict[str, dict]:
-    """The live data file entries of `snapshot` as its manifests hold them (read as Avro, so
-    that what a reader would inherit shows as null): by file name."""
+    """The live data file entries of `snapshot` as its manifests hold them (read as Avro), by
+    file name. The sequence numbers of an ADDED entry left null are inherited from its
+    manifest, as the spec says readers do; a first row ID is shown as stated."""
     con = judge.duckdb_connect("avro")
     listed = judge._sql_str(snapshot["manifest-list"])
-    manifests = [m for (m,) in con.execute(
-        f"SELECT manifest_path FROM read_avro({listed}) WHERE content = 0").fetchall()]
-    rows = con.execute(f"""
-        SELECT data_file.file_path, data_file.first_row_id, sequence_number, file_sequence_number
-        FROM read_avro([{", ".join(map(judge._sql_str, manifests))}]) WHERE status < 2""").fetchall()
+    manifests = con.execute(
+        f"SELECT manifest_path, sequence_number FROM read_avro({listed}) WHERE content = 0").fetchall()
+    rows = []
+    for manifest, inherited in manifests:
+        for p, f, s, fs, status in con.execute(f"""
+                SELECT data_file.file_path, data_file.first_row_id, sequence_number, file_sequence_number, status
+                FROM read_avro({judge._sql_str(manifest)}) WHERE status < 2""").fetchall():
+            added = status == 1
+            rows.append((p, f, inherited if s is None and added else s, inherited if fs is None and added else fs))
     assert len({p for p, *_ in rows}) == len(rows), f"a data file twice: {rows}"
     return {Path(urlparse(p).path).name: {"first_row_id": f, "sequence_number": s, "file_sequence_number": fs}
             for p, f, s, fs in rows}

@@ -94,7 +94,7 @@ def test_a_widening_iceberg_cannot_express_leaves_the_column_out_until_delta_dro
     assert [f.name for f in table.schema().fields] == ["k"]
     reasons = {d["column"]: d["reason"] for d in omitted_declarations(table.properties)}
     assert "widened from integer to double" in reasons["c"], reasons
-    assert_mirrors(uri, glue_database, "int_double", result, expected_rows=[(10,), (11,)], java=java_iceberg)
+    assert_mirrors(uri, glue_database, "int_double", result, expected_rows=[(1.0, 10), (1.5, 11)], java=java_iceberg)
 
     # DROP FEATURE rewrites the old file and Delta no longer lists the change: c comes back
     # (a new field, never the narrower values under the old ID).
