@@ -216,6 +216,16 @@ class EventLoop:
             **s.function_env,
         })
         self.function_log = s.log_dir / f"{s.function}.log"
+        # Build first, in the open: `cargo lambda watch` compiles inside the first invocation,
+        # and a cold build (about 20 minutes here) outlasts any invocation timeout. The watch
+        # then finds the function built.
+        print(f"event-loop: building {s.function} ({'release' if s.release else 'debug'}; cargo's progress "
+              f"below, about 20 minutes the first time)", file=sys.stderr, flush=True)
+        build = subprocess.run(["cargo", "build", "--package", s.function, "--bin", s.function,
+                                *(["--release"] if s.release else [])], env=env)
+        if build.returncode != 0:
+            raise RuntimeError(f"cargo build of {s.function} failed (exit {build.returncode}); see above")
+        print(f"event-loop: {s.function} built; starting it under cargo lambda watch", file=sys.stderr, flush=True)
         self._spawn([cargo_lambda, "lambda", "watch", "--ignore-changes", "--quiet",
                      "--invoke-address", "127.0.0.1", "--invoke-port", str(port),
                      "--concurrency", str(s.max_concurrency), "--timeout", "600",
