@@ -61,6 +61,20 @@ struct TokenResponse {
 }
 
 impl Auth {
+    /// The setting that holds this credential, for a message when the catalog refuses it.
+    pub(crate) fn setting(&self) -> &'static str {
+        match self {
+            Auth::None => {
+                "no credential is set: give REST_CATALOG_TOKEN, REST_CATALOG_CREDENTIAL or REST_CATALOG_SIGNING_NAME"
+            }
+            Auth::Bearer(_) => "REST_CATALOG_TOKEN",
+            Auth::OAuth2 { .. } => "REST_CATALOG_CREDENTIAL (and REST_CATALOG_SCOPE)",
+            Auth::SigV4 { .. } => {
+                "REST_CATALOG_SIGNING_NAME and the function's AWS role (its permissions on the catalog)"
+            }
+        }
+    }
+
     /// The headers a request of `method` to `url` with `body` carries.
     pub(crate) async fn headers(
         &self,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use lakemirror_iceberg::Error;
 use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry, IcebergEntry};
-use lakemirror_storage::IoCounters;
 use lakemirror_storage::service_url::path_segment;
+use lakemirror_storage::{IoCounters, with_causes};
 use reqwest::{Method, StatusCode};
 use tokio::sync::{Mutex, OnceCell};
 
@@ -41,6 +41,8 @@ pub struct AwsSigning {
 struct Answer {
     status: StatusCode,
     body: Vec<u8>,
+    /// The setting holding the credential sent, named when the catalog refuses it.
+    credential: &'static str,
 }
 
 impl Answer {
@@ -60,9 +62,18 @@ impl Answer {
                 self.status.as_u16()
             );
         }
+        let refused = match self.status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                format!(
+                    " (the catalog refused the credential: check {})",
+                    self.credential
+                )
+            }
+            _ => String::new(),
+        };
         let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.body).ok();
         let error = parsed.as_ref().and_then(|v| v.get("error"));
-        match error {
+        let message = match error {
             Some(error) => format!(
                 "{} {}: {}",
                 self.status.as_u16(),
@@ -80,7 +91,8 @@ impl Answer {
                     .take(300)
                     .collect::<String>()
             ),
-        }
+        };
+        message + &refused
     }
 
     fn error(&self, operation: &'static str) -> Error {
@@ -186,15 +198,14 @@ impl RestCatalog {
                     .header("content-type", "application/json")
                     .body(payload.clone());
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| crate::error::Error::Unreachable(format!("{method} {url}: {e}")))?;
+            // The causes too: reqwest's own text is "error sending request for url (…)",
+            // the reason (connection refused, DNS, TLS) is in its sources.
+            let unreachable = |e: reqwest::Error| {
+                crate::error::Error::Unreachable(format!("{method} {url}: {}", with_causes(&e)))
+            };
+            let response = request.send().await.map_err(unreachable)?;
             let status = response.status();
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| crate::error::Error::Unreachable(format!("{method} {url}: {e}")))?;
+            let bytes = response.bytes().await.map_err(unreachable)?;
             counters.request(bytes.len(), payload.len());
             let refused = status == StatusCode::UNAUTHORIZED || status.as_u16() == 419;
             if refused && !retried && self.auth.refused().await {
@@ -204,6 +215,7 @@ impl RestCatalog {
             return Ok(Answer {
                 status,
                 body: bytes.to_vec(),
+                credential: self.auth.setting(),
             });
         }
     }
@@ -223,10 +235,11 @@ impl RestCatalog {
                 if !answer.status.is_success() {
                     let mut error = answer.error("reading the REST catalog's /v1/config");
                     if let Error::Catalog { message, .. } = &mut error {
-                        message.push_str(&format!(
-                            " (REST_CATALOG_URI {}, REST_CATALOG_WAREHOUSE {:?})",
-                            self.uri, self.warehouse
-                        ));
+                        message.push_str(&format!(" (REST_CATALOG_URI {}", self.uri));
+                        if let Some(warehouse) = &self.warehouse {
+                            message.push_str(&format!(", REST_CATALOG_WAREHOUSE {warehouse}"));
+                        }
+                        message.push(')');
                     }
                     return Err(error);
                 }
@@ -343,6 +356,7 @@ impl RestCatalog {
             Err(e) if e.is_retryable() => Answer {
                 status: StatusCode::GATEWAY_TIMEOUT,
                 body: e.to_string().into_bytes(),
+                credential: self.auth.setting(),
             },
             Err(e) => return Err(e),
         };
@@ -532,5 +546,60 @@ impl Catalog for RestCatalog {
             }
         }
         Ok(tables)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: &str) -> Answer {
+        Answer {
+            status: StatusCode::from_u16(status).unwrap(),
+            body: body.as_bytes().to_vec(),
+            credential: "REST_CATALOG_TOKEN",
+        }
+    }
+
+    #[test]
+    fn a_refused_credential_names_its_setting_and_a_redirect_names_the_uri() {
+        let refused = answer(
+            401,
+            r#"{"error":{"type":"NotAuthorizedException","message":"bad token"}}"#,
+        )
+        .message();
+        assert!(
+            refused.contains("401 NotAuthorizedException: bad token")
+                && refused.contains("check REST_CATALOG_TOKEN"),
+            "{refused}"
+        );
+        let moved = answer(307, "").message();
+        assert!(
+            moved.contains("does not follow") && moved.contains("REST_CATALOG_URI"),
+            "{moved}"
+        );
+        assert!(!answer(500, "boom").message().contains("credential"));
+    }
+
+    #[test]
+    fn a_missing_namespace_is_told_from_a_missing_register_route() {
+        let missing = r#"{"error":{"type":"NoSuchNamespaceException","message":"ns"}}"#;
+        assert_eq!(
+            answer(404, missing).error_type(),
+            "NoSuchNamespaceException"
+        );
+        assert_eq!(answer(404, "Not Found").error_type(), "");
+    }
+
+    #[test]
+    fn an_unreachable_catalog_names_the_settings_to_check() {
+        let text = crate::error::Error::Unreachable(
+            "GET http://127.0.0.1:9/v1/config: connection refused".into(),
+        )
+        .to_string();
+        assert!(
+            text.contains("connection refused") && text.contains("REST_CATALOG_URI"),
+            "{text}"
+        );
     }
 }

@@ -13,7 +13,9 @@ pub enum Error {
     #[error("REST catalog authentication: {0}")]
     Auth(String),
     /// The server did not answer (connection refused, timeout). Retryable.
-    #[error("the REST catalog did not answer: {0}")]
+    #[error(
+        "the REST catalog did not answer: {0}. Check that REST_CATALOG_URI (or the token endpoint, REST_CATALOG_OAUTH2_SERVER_URI) names a running catalog this function can reach (network, VPC, firewall); the event is retried"
+    )]
     Unreachable(String),
 }
 
