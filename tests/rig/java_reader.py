@@ -73,6 +73,8 @@ def serve(spark: SparkSession) -> None:
         try:
             if request["op"] == "read":
                 reader = spark.read.format("iceberg")
+                if request.get("vectorized") is False:
+                    reader = reader.option("vectorization-enabled", "false")
                 if request.get("snapshot_id") is not None:
                     reader = reader.option("snapshot-id", str(request["snapshot_id"]))
                 if request.get("as_of_timestamp") is not None:

@@ -43,6 +43,20 @@ def omitted(name, version=None):
     if version is not None and version < OMITTED_FROM_VERSION.get(name, 0):
         return []
     return OMITTED.get(name, [])
+
+
+# Java's vectorized Parquet reader (Iceberg 1.10) throws ClassCastException (BigIntVector
+# cannot be cast to IntVector) on a column promoted from int to long whose older files carry
+# an INT(8/16/32) annotation: apache/iceberg#16341, fixed by #16343 after 1.10. type-widening's
+# byte_long and int_long are such columns (a promotion Iceberg allows); Java judges them with
+# its row-based reader, which reads them right.
+JAVA_NOT_VECTORIZED = {"type-widening"}
+
+
+def java_judge(java_iceberg, name):
+    return java_iceberg.without_vectorization() if name in JAVA_NOT_VECTORIZED else java_iceberg
+
+
 # delta-rs 1.6 refuses typeWidening-preview (expected.json's reader_check): the expected rows
 # come from DuckDB's delta_scan there.
 DUCKDB_JUDGES = {"type-widening"}
@@ -99,7 +113,7 @@ def test_shared_table_synced_one_version_at_a_time_matches_every_version(name, d
         result = lakemirror("glue-sync", "--table-uri", uri, "--database", glue_database, "--table", "t",
                             "--to-version", version)
         assert result.json["omitted_columns"] == omitted(name, version)
-        assert_mirrors(uri, glue_database, "t", result, version=version, java=java_iceberg,
+        assert_mirrors(uri, glue_database, "t", result, version=version, java=java_judge(java_iceberg, name),
                        expected_rows=expected_rows(name, uri, version))
         # lakemirror verify agrees with the readers (its failures: test_verify.py).
         verified = lakemirror("verify", "--table-uri", uri, "--glue-database", glue_database, "--glue-table", "t")

@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import uuid
@@ -23,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from acceptance.glue_sync.test_scenario import batch
 from acceptance.glue_sync.test_shared_tables import (  # noqa: F401 - expected is a fixture
-    REFUSED, UNREADABLE, expected, omitted, shared_tables)
+    REFUSED, UNREADABLE, expected, java_judge, omitted, shared_tables)
 from acceptance.mirror_check import assert_mirrors
 from rig import judge, rest_catalog
 
@@ -59,11 +60,11 @@ def rest(rest_server, namespace, lakemirror, java_iceberg):
             return lakemirror("glue-sync", "--table-uri", uri, "--database", namespace, "--table", table,
                               *extra, env={**rest_server.env(), **(env or {})}, check=check)
 
-        def check(self, uri, result, version=None, table="t"):
+        def check(self, uri, result, version=None, table="t", java=java_iceberg):
             # The report names the file the catalog points at.
             loaded = self.catalog.load_table((namespace, table))
             assert loaded.metadata_location == result.json["metadata_location"]
-            return assert_mirrors(uri, namespace, table, result, version=version, java=java_iceberg,
+            return assert_mirrors(uri, namespace, table, result, version=version, java=java,
                                   catalog=self.catalog)
 
         def table_dir(self, name):
@@ -75,7 +76,8 @@ def rest(rest_server, namespace, lakemirror, java_iceberg):
 
 
 @pytest.mark.parametrize("name", [n for n in shared_tables() if n not in REFUSED])
-def test_shared_table_mirrored_into_a_rest_catalog_matches_every_version(name, delta_tables_dir, expected, rest):
+def test_shared_table_mirrored_into_a_rest_catalog_matches_every_version(name, delta_tables_dir, expected, rest,
+                                                                         java_iceberg):
     uri = str(rest.table_dir(name))
     shutil.copytree(delta_tables_dir / name, uri)
     readable = [v for v in range(expected[name]["version"] + 1) if v not in UNREADABLE.get(name, set())]
@@ -84,7 +86,7 @@ def test_shared_table_mirrored_into_a_rest_catalog_matches_every_version(name, d
         assert result.json["omitted_columns"] == omitted(name, version)
         # The server wrote the metadata, next to lakemirror's own (its staged file is gone).
         assert result.json["metadata_location"].startswith(f"file://{uri}/_lakemirror/iceberg/metadata/")
-        rest.check(uri, result, version=version)
+        rest.check(uri, result, version=version, java=java_judge(java_iceberg, name))
     assert len(judge.iceberg_rows_pyiceberg(rest.ns, "t", catalog=rest.catalog)) == \
         expected[name]["rows_by_version"][str(readable[-1])]
 
@@ -278,6 +280,14 @@ def test_bad_rest_settings_fail_with_the_flag_that_fixes_them(rest, lakemirror):
     assert plain.returncode != 0 and "plain http" in plain.stderr and "--rest-catalog-uri" in plain.stderr
     refused = rest.sync(uri, env={"REST_CATALOG_TOKEN": "rb_not_the_key"}, check=False)
     assert refused.returncode != 0 and "401" in refused.stderr, refused.stderr
+    assert "check REST_CATALOG_TOKEN" in refused.stderr, "the setting holding the refused credential"
+    # A catalog that is not running: the cause, not only "error sending request", and the setting.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    down = rest.sync(uri, env={"REST_CATALOG_URI": f"http://127.0.0.1:{closed}"}, check=False)
+    assert down.returncode != 0 and "refused" in down.stderr.lower() and "REST_CATALOG_URI" in down.stderr, \
+        down.stderr
     missing = lakemirror("glue-sync", "--table-uri", uri, "--database", "no_such_namespace",
                          env=rest.server.env(), check=False)
     assert missing.returncode != 0 and "no_such_namespace" in missing.stderr, missing.stderr
@@ -320,3 +330,40 @@ def test_a_catalog_that_moves_clients_to_plain_http_elsewhere_is_refused(rest, l
         rest_catalog.stop_serving(server)
     assert moved.returncode != 0, moved.stdout
     assert "moves clients to http://catalog.invalid" in moved.stderr and "plain http" in moved.stderr, moved.stderr
+
+
+def test_a_catalog_without_the_register_route_is_named_as_such(rest):
+    """A catalog whose namespace exists but which has no `POST …/register` (lakana-server
+    0.20, for one) answers 404 there: that is not a missing namespace, and the error says
+    the catalog cannot hold a mirror. A loopback server answers config, the namespace and
+    the table (none yet), and 404 without an error type on register."""
+    registered = []
+
+    class NoRegister(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            if self.path.startswith("/v1/config"):
+                rest_catalog.answer_json(self, 200, json.dumps({"defaults": {}, "overrides": {}}).encode())
+            elif "/tables/" in self.path:
+                rest_catalog.answer_json(self, 404, json.dumps({"error": {
+                    "type": "NoSuchTableException", "message": "no table", "code": 404}}).encode())
+            else:
+                rest_catalog.answer_json(self, 200, json.dumps({"namespace": [rest.ns], "properties": {}}).encode())
+
+        def do_POST(self):  # noqa: N802
+            registered.append(self.path)
+            rest_catalog.answer_json(self, 404, b"Not Found")
+
+        def log_message(self, *args):
+            pass
+
+    server = rest_catalog.serve_on_loopback(NoRegister)
+    try:
+        uri = str(rest.table_dir("noregister"))
+        write_deltalake(uri, batch(range(0, 2)))
+        answer = rest.sync(uri, env={"REST_CATALOG_URI": f"http://127.0.0.1:{server.server_address[1]}"},
+                           check=False)
+    finally:
+        rest_catalog.stop_serving(server)
+    assert registered, "the sync tried to register"
+    assert answer.returncode != 0, answer.stdout
+    assert "no register route" in answer.stderr and "does not exist" not in answer.stderr, answer.stderr
