@@ -15,26 +15,31 @@ from conftest import REPO
 # dependencies). Down only: functions/cli -> mirror, aws, lakebase, unity; mirror, aws ->
 # iceberg, events; aws -> rest -> iceberg; iceberg -> plan -> delta -> storage; events ->
 # plan, storage. lakebase reads Unity Catalog sources, a step sideways on the same floor.
+# runtime (metrics, deadlines, crash points, batch failures) stands beside storage at the
+# bottom, using nothing of ours; what writes or runs a function may use it.
 ALLOWED = {
     "lakemirror-storage": set(),
+    "lakemirror-runtime": set(),
     "lakemirror-delta": {"lakemirror-storage"},
     "lakemirror-plan": {"lakemirror-delta"},
-    "lakemirror-iceberg": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
+    "lakemirror-iceberg": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage", "lakemirror-runtime"},
     "lakemirror-events": {"lakemirror-plan", "lakemirror-storage"},
     "lakemirror-mirror": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-plan", "lakemirror-delta",
-                          "lakemirror-storage"},
+                          "lakemirror-storage", "lakemirror-runtime"},
     "lakemirror-rest": {"lakemirror-iceberg", "lakemirror-storage"},
     "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-rest", "lakemirror-storage"},
-    "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
-    "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
+    "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage", "lakemirror-runtime"},
+    "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage",
+                            "lakemirror-runtime"},
     "glue-sync": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
-                  "lakemirror-unity", "lakemirror-storage"},
+                  "lakemirror-unity", "lakemirror-storage", "lakemirror-runtime"},
     "lakebase-sync": {"lakemirror-aws", "lakemirror-events", "lakemirror-lakebase", "lakemirror-unity",
-                      "lakemirror-storage"},
-    "unity-register": {"lakemirror-aws", "lakemirror-events", "lakemirror-unity", "lakemirror-storage"},
+                      "lakemirror-storage", "lakemirror-runtime"},
+    "unity-register": {"lakemirror-aws", "lakemirror-events", "lakemirror-unity", "lakemirror-storage",
+                       "lakemirror-runtime"},
     "lakemirror-cli": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
                        "lakemirror-rest", "lakemirror-lakebase", "lakemirror-unity", "lakemirror-plan", "lakemirror-delta",
-                       "lakemirror-storage", "glue-sync", "lakebase-sync", "unity-register"},
+                       "lakemirror-storage", "lakemirror-runtime", "glue-sync", "lakebase-sync", "unity-register"},
     "lakemirror-tests": set(),
 }
 # The sync's orchestration is linked only where a mirror is written: reading an event, or
@@ -47,7 +52,8 @@ WITHOUT_THE_MIRROR = {"lakemirror-events": {"lakemirror-iceberg", "lakemirror-mi
 # What a pure planner may not depend on directly: anything that does IO or runs tasks.
 NOT_IN_PLAN = {"tokio", "futures", "object_store", "bytes", "reqwest", "async-trait", "tokio-postgres"}
 CLI_ONLY = {"clap"}  # tracing-subscriber comes with lambda_runtime
-LIBRARIES = ("storage", "delta", "plan", "iceberg", "events", "mirror", "rest", "aws", "lakebase", "unity")
+LIBRARIES = ("storage", "runtime", "delta", "plan", "iceberg", "events", "mirror", "rest", "aws", "lakebase",
+             "unity")
 
 
 @cache

@@ -18,7 +18,7 @@ use lakemirror_aws::{DeadLetterQueue, SecretsManager, config};
 use lakemirror_events::DeadLetters;
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
-use lakemirror_storage::crash;
+use lakemirror_runtime::crash;
 use lakemirror_unity::function::commit_catalog;
 use lambda_runtime::{Error, run, service_fn};
 

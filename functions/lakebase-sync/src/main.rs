@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use lakemirror_aws::{SecretsManager, config};
 use lakemirror_lakebase::function::{LakebaseSyncConfig, LakebaseSyncFunction};
-use lakemirror_storage::{SecretSource, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::SecretSource;
 use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]

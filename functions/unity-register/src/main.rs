@@ -14,7 +14,8 @@
 use std::sync::Arc;
 
 use lakemirror_aws::{SecretsManager, config};
-use lakemirror_storage::{SecretSource, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::SecretSource;
 use lakemirror_unity::function::{UnityConfig, UnityRegisterFunction};
 use lambda_runtime::{Error, run, service_fn};
 

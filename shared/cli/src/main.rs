@@ -10,7 +10,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use lakemirror_aws::config;
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::catalog::Catalog;
-use lakemirror_storage::{ObjectStores, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::ObjectStores;
 
 mod error;
 mod fan_out;

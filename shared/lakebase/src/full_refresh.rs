@@ -104,7 +104,7 @@ pub(crate) async fn full_refresh(
         table,
     )
     .await?;
-    lakemirror_storage::crash::point("lakebase-after-copy");
+    lakemirror_runtime::crash::point("lakebase-after-copy");
     if !table.primary_key.is_empty() {
         let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
         tx.batch_execute(&format!(
@@ -116,7 +116,7 @@ pub(crate) async fn full_refresh(
         .await
         .map_err(|e| duplicate_key(target, &uri, table.show_values, e))?;
     }
-    lakemirror_storage::crash::point("lakebase-after-index");
+    lakemirror_runtime::crash::point("lakebase-after-index");
     if exists {
         copy_grants(tx, target, &staging).await?;
         tx.batch_execute(&format!("DROP TABLE {}", target.sql()))
@@ -143,7 +143,7 @@ pub(crate) async fn full_refresh(
         .await
         .map_err(|e| pg_error("naming the primary key", e))?;
     }
-    lakemirror_storage::crash::point("lakebase-after-swap");
+    lakemirror_runtime::crash::point("lakebase-after-swap");
     let rows = i64::try_from(loaded).unwrap_or(i64::MAX);
     write_state(
         tx,

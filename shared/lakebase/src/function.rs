@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use lakemirror_storage::deadline::{self, Timed};
+use lakemirror_runtime::deadline::{self, Timed};
 
-use lakemirror_storage::metrics::{Metric, MetricRecord};
+use lakemirror_runtime::Failures;
+use lakemirror_runtime::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{AnnouncedTable, plain_location, table_prefixes};
-use lakemirror_storage::{Failures, IoCounters, ObjectStores, SecretSource, canonical_uri};
+use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::function::UnityConfig;
 
 use crate::config::{Conflict, SyncedTable, parse_config};
@@ -269,7 +270,7 @@ impl LakebaseSyncFunction {
         while let Some((n, (table, message_ids))) = chosen.next() {
             // A panic in this table's sync fails this table only (its transaction is rolled
             // back with a new session for the tables after it).
-            let sync = lakemirror_storage::isolated(lakebase_sync(
+            let sync = lakemirror_runtime::isolated(lakebase_sync(
                 &self.stores,
                 &mut client,
                 table,

@@ -174,7 +174,7 @@ pub(crate) async fn apply_increment(
             Err(e) => return Err(e),
         }
     }
-    lakemirror_storage::crash::point("lakebase-increment-after-apply");
+    lakemirror_runtime::crash::point("lakebase-increment-after-apply");
     let rows = state.rows + applied.inserted as i64 - applied.deleted as i64;
     write_state(tx, table, &uri, Mode::Incremental, version, rows, &metadata).await?;
     Ok(Some(applied))
@@ -234,7 +234,7 @@ pub(crate) async fn apply_changes(
     }
     copy_rows(tx, store, columns, rows_in, &upserts, table).await?;
     copy_rows(tx, store, &key_columns, rows_out, &deletes, table).await?;
-    lakemirror_storage::crash::point("lakebase-increment-after-copy");
+    lakemirror_runtime::crash::point("lakebase-increment-after-copy");
 
     let duplicate = tx
         .query_opt(

@@ -71,7 +71,7 @@ pub(crate) async fn write_state(
     )
     .await
     .map_err(|e| pg_error("recording the synced version", e))?;
-    lakemirror_storage::crash::point("lakebase-after-state");
+    lakemirror_runtime::crash::point("lakebase-after-state");
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! The `glue-sync` function's policy: an event in, one sync per announced table, a response
 //! out. Used by the Lambda function and by `lakemirror invoke glue-sync`.
 
-use lakemirror_storage::deadline::{self, Timed};
-pub use lakemirror_storage::deadline::{RESPONSE_MARGIN, START_MARGIN};
+use lakemirror_runtime::deadline::{self, Timed};
+pub use lakemirror_runtime::deadline::{RESPONSE_MARGIN, START_MARGIN};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -16,8 +16,8 @@ use lakemirror_events::trigger::{
 use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
+use lakemirror_runtime::metrics::{Metric, MetricRecord};
 use lakemirror_storage::IoCounters;
-use lakemirror_storage::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{StagedCommitFile, allowed_by, table_prefixes};
 
 use crate::error::{Error, Result};
@@ -571,7 +571,7 @@ impl GlueSyncFunction {
         deadline: Option<SystemTime>,
         first: bool,
     ) -> Outcome {
-        let sync = lakemirror_storage::isolated(sync_one(&self.lake, &self.config, trigger));
+        let sync = lakemirror_runtime::isolated(sync_one(&self.lake, &self.config, trigger));
         let finished = match deadline::run_before(deadline, first, sync).await {
             Timed::Done(finished) => finished,
             Timed::NotStarted => return Outcome::NotStarted,

@@ -16,7 +16,8 @@ use lakemirror_plan::target::{
 use lakemirror_plan::{
     CommittedTable, IcebergView, SnapshotPlan, plan_commits, plan_full, plan_full_taking,
 };
-use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage};
 
 use crate::error::{Error, Result};
 use crate::fanout::GroupedBootstrap;

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::StreamExt;
-use lakemirror_storage::deadline::{self, Timed};
+use lakemirror_runtime::deadline::{self, Timed};
 
+use lakemirror_runtime::Failures;
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
-use lakemirror_storage::{Failures, ObjectStores, SecretSource};
+use lakemirror_storage::{ObjectStores, SecretSource};
 
 use crate::client::UnityCatalog;
 use crate::error::{Error, Result};
@@ -200,7 +201,7 @@ impl UnityRegisterFunction {
             allowed_catalogs: self.config.allowed_catalogs.clone(),
         };
         // A panic in this table's registration fails this table only.
-        let registration = lakemirror_storage::isolated(unity_register(&self.stores, uc, &request));
+        let registration = lakemirror_runtime::isolated(unity_register(&self.stores, uc, &request));
         match deadline::run_before(deadline, first, registration).await {
             Timed::Done(Ok(registered)) => registered,
             Timed::Done(Err(message)) => Err(Error::Bug {

@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use lakemirror_delta::{DeltaLog, Metadata, catalog_managed};
 use lakemirror_plan::target::default_table_name;
-use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, canonical_uri, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, canonical_uri};
 
 use crate::client::{CreateOutcome, CreateTable, TableInfo, UnityCatalog};
 use crate::columns::columns;

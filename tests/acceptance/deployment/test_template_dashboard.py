@@ -16,10 +16,10 @@ from acceptance.deployment.test_template_iam import as_list, statements, templat
 
 REPO = Path(__file__).resolve().parents[3]
 RUST_SOURCES = REPO / "shared"
-METRICS_SOURCE = RUST_SOURCES / "storage" / "src" / "metrics.rs"
+METRICS_SOURCE = RUST_SOURCES / "runtime" / "src" / "metrics.rs"
 
 # What the dashboard charts from the lakemirror namespace; a change here is a change to the
-# metrics the Rust code must emit (shared/storage/src/metrics.rs).
+# metrics the Rust code must emit (shared/runtime/src/metrics.rs).
 EXPECTED_METRICS = {
     "Table": {"SyncLag", "SyncDuration", "SyncFailed", "SourceMissing", "MirrorDrift", "OmittedColumns",
               "PublishedOnly"},
@@ -168,7 +168,7 @@ def test_the_dashboard_charts_the_lakemirror_metrics_per_table_and_target():
 
 def emitted_metrics() -> set[str]:
     """The metrics the Rust code can emit: each is a `Metric` variant of
-    shared/storage/src/metrics.rs, named in CloudWatch as the variant is
+    shared/runtime/src/metrics.rs, named in CloudWatch as the variant is
     (`Metric::X => "X"`)."""
     names = set(re.findall(r'Metric::(\w+) => "\1"', METRICS_SOURCE.read_text()))
     assert names, f"no `Metric::X => \"X\"` arms in {METRICS_SOURCE.relative_to(REPO)}"
@@ -184,7 +184,7 @@ def emitting_sources_text() -> str:
 @pytest.mark.parametrize("metric", sorted({m for _, m in dashboard_lakemirror_metrics()}))
 def test_every_charted_lakemirror_metric_is_emitted_by_the_rust_code(metric):
     """A metric the Rust code never emits would chart nothing: each charted metric is a
-    `Metric` of shared/storage/src/metrics.rs, and some function records it
+    `Metric` of shared/runtime/src/metrics.rs, and some function records it
     (`.with(Metric::X, ...)`)."""
     assert metric in emitted_metrics(), f"{metric} is not a Metric in {METRICS_SOURCE.relative_to(REPO)}"
     recorded = re.search(r"\.with\(\s*Metric::" + metric + r"\b", emitting_sources_text())

@@ -12,7 +12,7 @@ use iceberg::spec::{
 
 use lakemirror_plan::PlannedFile;
 use lakemirror_plan::layout::{BucketChange, Content, LiveFile};
-use lakemirror_storage::crash;
+use lakemirror_runtime::crash;
 
 use crate::error::{Error, Result};
 

@@ -30,7 +30,8 @@ use iceberg::spec::{
 use lakemirror_plan::history::HistoryPolicy;
 use lakemirror_plan::layout::{Content, FanOutPart, LiveFile};
 use lakemirror_plan::{CommittedTable, PlannedFile, SnapshotPlan};
-use lakemirror_storage::{TableStorage, crash};
+use lakemirror_runtime::crash;
+use lakemirror_storage::TableStorage;
 
 use crate::avro_header;
 use crate::error::{Error, Result};

@@ -25,7 +25,7 @@ use lakemirror_plan::name_mapping::name_mapping;
 use lakemirror_plan::partition::{PARTITION_TIMEZONE_PROPERTY, partition_field_name};
 use lakemirror_plan::properties::*;
 use lakemirror_plan::{CommittedTable, SnapshotPlan};
-use lakemirror_storage::crash;
+use lakemirror_runtime::crash;
 
 use crate::error::{Error, Result};
 
