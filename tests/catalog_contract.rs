@@ -35,19 +35,11 @@ impl Subject for Memory {
     }
 
     async fn add_other_table(&self, database: &str, name: &str) {
-        let metadata = metadata();
-        let commit = CatalogCommit {
+        self.0.put_other_table(
             database,
             name,
-            read: None,
-            previous: None,
-            parameters: HashMap::from([("table_type".into(), "HIVE".into())]),
-            metadata: &metadata,
-        };
-        self.0
-            .commit_table(commit, &IoCounters::default())
-            .await
-            .unwrap();
+            HashMap::from([("table_type".into(), "HIVE".into())]),
+        );
     }
 }
 
@@ -190,11 +182,9 @@ impl<'a> Table<'a> {
             database: self.database,
             name: self.name,
             read,
+            metadata_location: location,
+            previous_location: None,
             previous: None,
-            parameters: HashMap::from([
-                ("table_type".to_string(), "ICEBERG".to_string()),
-                ("metadata_location".to_string(), location.to_string()),
-            ]),
             metadata: &self.metadata,
         };
         self.catalog
@@ -505,11 +495,9 @@ async fn rest_commit(
         database: ns,
         name,
         read,
+        metadata_location: location,
+        previous_location: None,
         previous,
-        parameters: HashMap::from([
-            ("table_type".to_string(), "ICEBERG".to_string()),
-            ("metadata_location".to_string(), location.clone()),
-        ]),
         metadata,
     };
     catalog.commit_table(commit, &IoCounters::default()).await
@@ -530,8 +518,9 @@ async fn current_snapshot(catalog: &dyn Catalog, ns: &str, name: &str) -> Option
 #[tokio::test]
 #[ignore = "needs rustberg: tests/run.sh runs it with LAKEMIRROR_RUSTBERG set (cargo test -- --include-ignored)"]
 async fn a_rest_catalog_on_rustberg_keeps_the_contract() {
-    let binary = std::env::var("LAKEMIRROR_RUSTBERG")
-        .expect("set LAKEMIRROR_RUSTBERG to a rustberg binary (tests/rig/rustberg.sh installs one)");
+    let binary = std::env::var("LAKEMIRROR_RUSTBERG").expect(
+        "set LAKEMIRROR_RUSTBERG to a rustberg binary (tests/rig/rustberg.sh installs one)",
+    );
     let server = Rustberg::start(&binary);
     let catalog = server.catalog();
     let counters = IoCounters::default();

@@ -74,6 +74,10 @@ fn glue_error<E: ProvideErrorMetadata + std::error::Error + 'static>(
 
 #[async_trait::async_trait]
 impl Catalog for GlueCatalog {
+    fn kind(&self) -> &'static str {
+        "Glue"
+    }
+
     async fn get_table(
         &self,
         database: &str,
@@ -112,7 +116,7 @@ impl Catalog for GlueCatalog {
         let input = TableInput::builder()
             .name(commit.name)
             .table_type("EXTERNAL_TABLE")
-            .set_parameters(Some(commit.parameters))
+            .set_parameters(Some(commit.table_parameters()))
             .storage_descriptor(
                 StorageDescriptor::builder()
                     .location(commit.metadata.location())
@@ -122,7 +126,8 @@ impl Catalog for GlueCatalog {
             .build()
             .map_err(|e| Error::Bug(format!("a Glue table input could not be built: {e}")))?;
         counters.request(0, 0);
-        let conflict = || Error::CommitConflict(format!("{}.{}", commit.database, commit.name));
+        let conflict =
+            || Error::CommitConflict(format!("Glue table {}.{}", commit.database, commit.name));
         let Some(read) = commit.read else {
             return match self
                 .client

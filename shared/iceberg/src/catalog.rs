@@ -43,30 +43,51 @@ pub struct IcebergEntry {
     pub metadata_location: String,
 }
 
-/// What a commit asks of the catalog: make `database.name` point at `metadata`, creating the
-/// table when `read` found none, else only if its version is still `read`'s.
+/// What a commit asks of the catalog: make `database.name` point at `metadata_location`,
+/// creating the table when `read` found none, else only if its version is still `read`'s.
+/// Typed: each catalog turns it into its own request (Glue table parameters, REST updates).
 #[derive(Debug)]
 pub struct CatalogCommit<'a> {
     pub database: &'a str,
     pub name: &'a str,
     /// The entry read before the commit; None: the table is created.
     pub read: Option<&'a CatalogEntry>,
+    /// The metadata file the table is to point at.
+    pub metadata_location: &'a str,
+    /// The metadata file it pointed at, when it was an Iceberg table.
+    pub previous_location: Option<&'a str>,
     /// The metadata the entry read pointed at, when it could be read: what a catalog that
     /// takes changes rather than a location (REST) turns into `metadata`.
     pub previous: Option<&'a TableMetadata>,
-    /// The entry's parameters after the commit.
-    pub parameters: HashMap<String, String>,
-    /// The metadata the new `metadata_location` holds (Glue shows its columns).
+    /// The metadata `metadata_location` holds (Glue shows its columns).
     pub metadata: &'a TableMetadata,
+}
+
+impl CatalogCommit<'_> {
+    /// The table's parameters after the commit as catalogs of Hive's lineage keep them (Glue,
+    /// and the in-memory catalog): those read, kept (another tool's own), with `table_type`,
+    /// `metadata_location` and `previous_metadata_location` set as Iceberg's convention says.
+    pub fn table_parameters(&self) -> HashMap<String, String> {
+        let mut parameters = self.read.map(|e| e.parameters.clone()).unwrap_or_default();
+        parameters.insert("table_type".into(), "ICEBERG".into());
+        parameters.insert("metadata_location".into(), self.metadata_location.into());
+        match self.previous_location {
+            Some(previous) => {
+                parameters.insert("previous_metadata_location".into(), previous.into());
+            }
+            None => {
+                parameters.remove("previous_metadata_location");
+            }
+        }
+        parameters
+    }
 }
 
 /// An Iceberg catalog. Every call counts its requests in `counters` (one sync's report).
 #[async_trait::async_trait]
 pub trait Catalog: Send + Sync + std::fmt::Debug {
     /// What the catalog is called in messages ("Glue", "REST catalog").
-    fn kind(&self) -> &'static str {
-        "Glue"
-    }
+    fn kind(&self) -> &'static str;
 
     /// The entry of `database.name`, None when there is no such table.
     async fn get_table(
@@ -235,30 +256,13 @@ impl Lakehouse {
         staged: &CommittedTable,
         counters: &IoCounters,
     ) -> Result<String> {
-        let mut parameters = read
-            .entry
-            .as_ref()
-            .map(|e| e.parameters.clone())
-            .unwrap_or_default();
-        parameters.insert("table_type".into(), "ICEBERG".into());
-        parameters.insert("metadata_location".into(), staged.metadata_location.clone());
-        match &read.current {
-            Some(previous) => {
-                parameters.insert(
-                    "previous_metadata_location".into(),
-                    previous.metadata_location.clone(),
-                );
-            }
-            None => {
-                parameters.remove("previous_metadata_location");
-            }
-        }
         let commit = CatalogCommit {
             database: &read.database,
             name: &read.name,
             read: read.entry.as_ref(),
+            metadata_location: &staged.metadata_location,
+            previous_location: read.current.as_ref().map(|c| c.metadata_location.as_str()),
             previous: read.current.as_ref().map(|c| &c.metadata),
-            parameters,
             metadata: &staged.metadata,
         };
         let written = self.catalog.commit_table(commit, counters).await?;
@@ -321,6 +325,14 @@ impl InMemoryCatalog {
             .map(|(parameters, _)| parameters.clone())
     }
 
+    /// Puts a table that is not a mirror (a Hive table, a view) at `database.name`, as
+    /// another tool would, with `parameters`.
+    pub fn put_other_table(&self, database: &str, name: &str, parameters: HashMap<String, String>) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.insert((database.to_string(), name.to_string()), (parameters, 0));
+        }
+    }
+
     fn poisoned() -> Error {
         Error::CatalogState("the in-memory catalog was poisoned by a panic".into())
     }
@@ -328,6 +340,10 @@ impl InMemoryCatalog {
 
 #[async_trait::async_trait]
 impl Catalog for InMemoryCatalog {
+    fn kind(&self) -> &'static str {
+        "in-memory catalog"
+    }
+
     async fn get_table(
         &self,
         database: &str,
@@ -375,26 +391,32 @@ impl Catalog for InMemoryCatalog {
         if interfere && let Some((_, version)) = tables.get_mut(&key) {
             *version += 1;
         }
-        let conflict = || Error::CommitConflict(format!("{}.{}", commit.database, commit.name));
+        let conflict = || {
+            Error::CommitConflict(format!(
+                "table {}.{} of the in-memory catalog",
+                commit.database, commit.name
+            ))
+        };
+        let parameters = commit.table_parameters();
         match (commit.read, tables.get_mut(&key)) {
             (None, Some(_)) => Err(conflict()),
             (None, None) if interfere => {
                 // Another writer created it first.
-                tables.insert(key, (commit.parameters.clone(), 0));
+                tables.insert(key, (parameters, 0));
                 Err(conflict())
             }
             (None, None) => {
-                tables.insert(key, (commit.parameters, 0));
+                tables.insert(key, (parameters, 0));
                 Ok(None)
             }
             // Dropped since it was read: as lost a race as a change (Glue answers
             // EntityNotFound); the sync reads again and finds no table.
             (Some(_), None) => Err(conflict()),
-            (Some(read), Some((parameters, version))) => {
+            (Some(read), Some((stored, version))) => {
                 if read.version != Some(version.to_string()) {
                     return Err(conflict());
                 }
-                *parameters = commit.parameters;
+                *stored = parameters;
                 *version += 1;
                 Ok(None)
             }
@@ -466,17 +488,15 @@ mod tests {
     fn commit<'a>(
         read: Option<&'a CatalogEntry>,
         metadata: &'a TableMetadata,
-        location: &str,
+        location: &'a str,
     ) -> CatalogCommit<'a> {
         CatalogCommit {
             database: "db",
             name: "t",
             read,
+            metadata_location: location,
+            previous_location: None,
             previous: None,
-            parameters: HashMap::from([
-                ("table_type".to_string(), "ICEBERG".to_string()),
-                ("metadata_location".to_string(), location.to_string()),
-            ]),
             metadata,
         }
     }

@@ -28,9 +28,10 @@ pub enum Error {
     )]
     NoSuchDatabase(String),
 
-    /// Another writer changed the catalog table between our read and our update. Retryable.
+    /// Another writer changed the catalog table between our read and our update: the table,
+    /// named with its catalog ("Glue table db.t"). Retryable.
     #[error(
-        "Glue table {0} was changed by another writer while we committed; re-run to retry (lakemirror retries this by itself a few times)"
+        "{0} was changed by another writer while we committed; re-run to retry (lakemirror retries this by itself a few times)"
     )]
     CommitConflict(String),
 

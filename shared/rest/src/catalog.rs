@@ -303,6 +303,17 @@ impl RestCatalog {
         }
     }
 
+    /// Whether the namespace `database` exists (`GET …/namespaces/{ns}`).
+    async fn namespace_exists(&self, database: &str, counters: &IoCounters) -> Result<bool> {
+        let url = self.namespace_url(database, counters).await?;
+        let answer = self.send(Method::GET, &url, None, counters).await?;
+        match answer.status {
+            StatusCode::NOT_FOUND => Ok(false),
+            s if s.is_success() => Ok(true),
+            _ => Err(answer.error("loading a REST catalog namespace")),
+        }
+    }
+
     /// Registers `metadata_location` as the new table `database.name`.
     async fn register(
         &self,
@@ -320,10 +331,14 @@ impl RestCatalog {
         }))?;
         let answer = self.send(Method::POST, &url, Some(body), counters).await?;
         match answer.status {
-            StatusCode::CONFLICT => Err(Error::CommitConflict(full(commit))),
-            // A missing namespace says so in the error's type; any other 404 is a catalog
-            // without the register route.
-            StatusCode::NOT_FOUND if answer.error_type().contains("NoSuchNamespace") => {
+            StatusCode::CONFLICT => Err(conflict(commit)),
+            // A missing namespace, or a catalog without the register route: servers differ in
+            // the type they name (rustberg says NoSuchTable for a missing namespace), so the
+            // namespace is asked after.
+            StatusCode::NOT_FOUND
+                if answer.error_type().contains("NoSuchNamespace")
+                    || !self.namespace_exists(commit.database, counters).await? =>
+            {
                 Err(Error::NoSuchDatabase(commit.database.to_string()))
             }
             StatusCode::NOT_FOUND => Err(Error::Catalog {
@@ -363,9 +378,7 @@ impl RestCatalog {
         match answer.status {
             // A requirement failed (someone else committed), or the table is gone since it
             // was read: a lost race; the sync reads again.
-            StatusCode::CONFLICT | StatusCode::NOT_FOUND => {
-                Err(Error::CommitConflict(full(commit)))
-            }
+            StatusCode::CONFLICT | StatusCode::NOT_FOUND => Err(conflict(commit)),
             s if s.is_success() => answer.metadata_location("committing to a REST catalog table"),
             s if s.is_server_error() => self.settle_unknown(commit, rest, &answer, counters).await,
             _ => Err(answer.error("committing to a REST catalog table")),
@@ -402,7 +415,7 @@ impl RestCatalog {
             Some(id) if on_main == Some(id) => {
                 loaded.metadata_location("committing to a REST catalog table")
             }
-            Some(_) => Err(Error::CommitConflict(full(commit))),
+            Some(_) => Err(conflict(commit)),
             None => Err(answer.error("committing to a REST catalog table")),
         }
     }
@@ -419,7 +432,7 @@ impl RestCatalog {
     ) -> Result<String> {
         let read = commit.read.and_then(|r| r.version.clone());
         if self.load(commit.database, commit.name, counters).await? != read {
-            return Err(Error::CommitConflict(full(commit)));
+            return Err(conflict(commit));
         }
         tracing::warn!(table = %full(commit), "the REST catalog table is dropped and registered again: a new table (UUID) cannot be committed onto it");
         self.drop_table(commit.database, commit.name, counters)
@@ -430,6 +443,11 @@ impl RestCatalog {
 
 fn full(commit: &CatalogCommit<'_>) -> String {
     format!("{}.{}", commit.database, commit.name)
+}
+
+/// A lost race on the commit's table.
+fn conflict(commit: &CatalogCommit<'_>) -> Error {
+    Error::CommitConflict(format!("REST catalog table {}", full(commit)))
 }
 
 #[async_trait::async_trait]
@@ -461,11 +479,7 @@ impl Catalog for RestCatalog {
         commit: CatalogCommit<'_>,
         counters: &IoCounters,
     ) -> Result<Option<String>> {
-        let location = commit
-            .parameters
-            .get("metadata_location")
-            .cloned()
-            .ok_or_else(|| Error::Bug("a commit without a metadata location".into()))?;
+        let location = commit.metadata_location.to_string();
         let (Some(_), Some(previous)) = (commit.read, commit.previous) else {
             return match commit.read {
                 None => self.register(&commit, &location, counters).await.map(Some),
