@@ -28,7 +28,8 @@ use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage};
 
 use crate::error::{Error, Result};
 use crate::glue_sync::{
-    GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, mirror_stores, target_defaults,
+    GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, lost_race, mirror_stores,
+    target_defaults,
 };
 use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::Lakehouse;
@@ -196,27 +197,8 @@ pub async fn finish(
             )
             .await?;
         let current = read.current.as_ref();
-        let mut report = SyncReport {
-            action: SyncAction::Unchanged,
-            reason: None,
-            database: plan.database.clone(),
-            table: plan.table.clone(),
-            named_by: plan.named_by,
-            delta_version: current.and_then(|c| c.delta_version()),
-            snapshot_id: current.and_then(|c| c.metadata.current_snapshot_id()),
-            snapshots_committed: 0,
-            added_files: 0,
-            removed_files: 0,
-            expired_snapshots: 0,
-            thinned_snapshots: 0,
-            metadata_location: current.map(|c| c.metadata_location.clone()),
-            omitted_columns: Vec::new(),
-            catalog_managed: None,
-            attempts: attempt,
-            elapsed_ms: 0,
-            io: Default::default(),
-            snapshots: Vec::new(),
-        };
+        let mut report =
+            SyncReport::of(&plan.database, &plan.table, plan.named_by, current, attempt);
         let done = current.is_some_and(|c| {
             c.metadata.current_snapshot_id() == Some(plan.snapshot_id)
                 || c.delta_version().is_some_and(|v| v > plan.delta_version)
@@ -231,7 +213,7 @@ pub async fn finish(
             let location = match lake.commit(&read, &staged.table, &counters).await {
                 Ok(location) => location,
                 Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
-                    tracing::warn!(%table, attempt, "another writer committed first; loading the table again");
+                    lost_race(&table, attempt).await;
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -249,9 +231,7 @@ pub async fn finish(
             report.omitted_columns = staged.table.omitted_columns();
             report.snapshots = staged.snapshots.clone();
         }
-        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        report.io = counters.totals();
-        return Ok(report);
+        return Ok(report.finished(started, &counters));
     }
 }
 

@@ -4,26 +4,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
-use lakemirror_delta::{CatalogManaged, CommitsSince, DeltaLog, DeltaSnapshot, Metadata};
-use lakemirror_plan::expiry::expiring_plans;
-use lakemirror_plan::history::{HistoryPolicy, merge_thinned};
-use lakemirror_plan::partition::is_avro_name;
-use lakemirror_plan::properties::RETENTION_PROPERTY;
+use lakemirror_plan::CommittedTable;
+use lakemirror_plan::history::HistoryPolicy;
 use lakemirror_plan::target::{
     NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
     default_table_name, path_table_name, unique_path_table_name,
 };
-use lakemirror_plan::{
-    CommittedTable, IcebergView, SnapshotPlan, plan_commits, plan_full, plan_full_taking,
-};
 use lakemirror_runtime::crash;
 use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage};
 
+use crate::decide::{RecentHistory, bootstraps_in_groups, plan};
 use crate::error::{Error, Result};
-use crate::fanout::GroupedBootstrap;
 use crate::settings::SyncSettings;
 use lakemirror_iceberg::Error as IcebergError;
-use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
+use lakemirror_iceberg::catalog::Lakehouse;
 use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
@@ -152,6 +146,57 @@ pub struct SyncReport {
     pub snapshots: Vec<SnapshotOutcome>,
 }
 
+impl SyncReport {
+    /// The report of a sync that wrote nothing (yet) to `database.table`: the mirror as read
+    /// (`current`, None when there is none), after `attempts` attempts.
+    pub(crate) fn of(
+        database: &str,
+        table: &str,
+        named_by: NamedBy,
+        current: Option<&CommittedTable>,
+        attempts: u32,
+    ) -> Self {
+        Self {
+            action: SyncAction::Unchanged,
+            reason: None,
+            database: database.to_string(),
+            table: table.to_string(),
+            named_by,
+            delta_version: current.and_then(CommittedTable::delta_version),
+            snapshot_id: current.and_then(|c| c.metadata.current_snapshot_id()),
+            snapshots_committed: 0,
+            added_files: 0,
+            removed_files: 0,
+            expired_snapshots: 0,
+            thinned_snapshots: 0,
+            metadata_location: current.map(|c| c.metadata_location.clone()),
+            omitted_columns: current
+                .map(CommittedTable::omitted_columns)
+                .unwrap_or_default(),
+            catalog_managed: None,
+            attempts,
+            elapsed_ms: 0,
+            io: IoTotals::default(),
+            snapshots: Vec::new(),
+        }
+    }
+
+    /// The report with the sync's time since `started` and its requests.
+    pub(crate) fn finished(mut self, started: Instant, counters: &IoCounters) -> Self {
+        self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.io = counters.totals();
+        self
+    }
+}
+
+/// A commit lost its race for the catalog table (another writer committed first): waits
+/// the backoff of `attempt` before the caller reads the table again and re-plans.
+pub(crate) async fn lost_race(table: &str, attempt: u32) {
+    let pause = backoff(attempt);
+    tracing::warn!(%table, attempt, ?pause, "another writer committed first; reading the table again");
+    tokio::time::sleep(pause).await;
+}
+
 /// The Delta table's storage and the mirror's metadata folder (`metadata_uri`, by default
 /// `<table>/_lakemirror/iceberg`, which Delta VACUUM leaves alone).
 pub fn mirror_stores(
@@ -275,27 +320,12 @@ pub async fn glue_sync(
             {
                 lake.drop_table(&read, &counters).await?;
                 tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
-                return Ok(SyncReport {
-                    action: SyncAction::Dropped,
-                    reason: Some(format!("the Delta table at {table} is missing")),
-                    database: target.database.clone(),
-                    table: target.table.clone(),
-                    named_by,
-                    delta_version: None,
-                    snapshot_id: None,
-                    snapshots_committed: 0,
-                    added_files: 0,
-                    removed_files: 0,
-                    expired_snapshots: 0,
-                    thinned_snapshots: 0,
-                    metadata_location: None,
-                    omitted_columns: Vec::new(),
-                    catalog_managed: log.catalog_managed_report(),
-                    attempts: attempt,
-                    elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    io: counters.totals(),
-                    snapshots: Vec::new(),
-                });
+                let mut report =
+                    SyncReport::of(&target.database, &target.table, named_by, None, attempt);
+                report.action = SyncAction::Dropped;
+                report.reason = Some(format!("the Delta table at {table} is missing"));
+                report.catalog_managed = log.catalog_managed_report();
+                return Ok(report.finished(started, &counters));
             }
             other => other?,
         };
@@ -336,34 +366,14 @@ pub async fn glue_sync(
                     .and_then(|c| c.table_id().map(str::to_string)),
             );
         }
-        let mut report = SyncReport {
-            action: SyncAction::Unchanged,
-            reason: planned.rebuilt.clone(),
-            database: target.database.clone(),
-            table: target.table.clone(),
+        let mut report = SyncReport::of(
+            &target.database,
+            &target.table,
             named_by,
-            delta_version: read.current.as_ref().and_then(|c| c.delta_version()),
-            snapshot_id: read
-                .current
-                .as_ref()
-                .and_then(|c| c.metadata.current_snapshot_id()),
-            snapshots_committed: 0,
-            added_files: 0,
-            removed_files: 0,
-            expired_snapshots: 0,
-            thinned_snapshots: 0,
-            metadata_location: read.current.as_ref().map(|c| c.metadata_location.clone()),
-            omitted_columns: read
-                .current
-                .as_ref()
-                .map(CommittedTable::omitted_columns)
-                .unwrap_or_default(),
-            catalog_managed: None,
-            attempts: attempt,
-            elapsed_ms: 0,
-            io: IoTotals::default(),
-            snapshots: Vec::new(),
-        };
+            read.current.as_ref(),
+            attempt,
+        );
+        report.reason = planned.rebuilt.clone();
         if !plans.is_empty() || grouped.is_some() {
             let first = plans.first().map(|p| p.delta_version);
             let last = plans.last().map(|p| p.delta_version);
@@ -384,9 +394,7 @@ pub async fn glue_sync(
                     location
                 }
                 Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
-                    let pause = backoff(attempt);
-                    tracing::warn!(%table, attempt, ?pause, "another writer committed first; re-planning");
-                    tokio::time::sleep(pause).await;
+                    lost_race(&table, attempt).await;
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -435,369 +443,7 @@ pub async fn glue_sync(
         {
             tracing::warn!(table = %read.full_name(), "{limited}");
         }
-        report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        report.io = counters.totals();
-        return Ok(report);
-    }
-}
-
-/// What to write: nothing when Iceberg is already at the target version, the commits since
-/// the synced version when the log still has them, else the whole table at the target; or,
-/// when the Delta table is not the one the mirror was built from (re-created at the same
-/// location) or changed in a way a mirror cannot follow (column mapping turned on), the
-/// table as a new history. An event for a version the mirror has is dropped only after the
-/// log was seen to still hold the very commit the mirror last took. `in_groups`: the table
-/// is already known to be bootstrapped in groups (too large for one read).
-async fn plan(
-    log: &DeltaLog,
-    read: &CatalogTable,
-    request: &GlueSyncRequest,
-    history: Option<RecentHistory>,
-    in_groups: bool,
-) -> Result<Planned> {
-    let root = log.table().root_uri();
-    let to_version = request.to_version;
-    let Some(current) = &read.current else {
-        if let Some(lost) = &read.lost {
-            let reason = format!(
-                "the mirror's metadata {lost} is gone: the Delta table's folder was deleted"
-            );
-            return match rebuild(log, request, None, Some(reason), None, None).await {
-                Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
-                    table: root.to_string(),
-                    glue_table: read.full_name(),
-                }),
-                planned => planned,
-            };
-        }
-        if !in_groups && (history.is_some() || !bootstraps_in_groups(log, request).await?) {
-            // A new mirror: its history starts with the per-version window.
-            match rebuild(log, request, None, None, None, history).await {
-                // More files than one read holds (a huge commit and no checkpoint yet).
-                Err(e) if e.is_too_many_files() => {
-                    tracing::info!(table = %root, error = %e, "bootstrapping in groups")
-                }
-                planned => return planned,
-            }
-        }
-        let grouped =
-            GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
-        return Ok(Planned {
-            plans: Vec::new(),
-            newest_metadata: grouped.metadata().cloned(),
-            rebuilt: None,
-            grouped: Some(grouped),
-        });
-    };
-    let view = current.view()?;
-    let spec = current.metadata.default_partition_spec();
-    if let Some(field) = spec.fields().iter().find(|f| !is_avro_name(&f.name)) {
-        let reason = format!(
-            "partition field {:?} is not a valid Avro name, which DuckDB and the Apache Avro libraries refuse in a manifest: the mirror is written again with valid names",
-            field.name
-        );
-        let format_version = Some(current.metadata.format_version());
-        return rebuild(log, request, None, Some(reason), format_version, None).await;
-    }
-    let Some(synced) = view.delta_version else {
-        let snapshot = log.snapshot(to_version).await?;
-        let metadata = snapshot.metadata().cloned();
-        return Ok(Planned::grown(
-            vec![plan_full_taking(
-                log.table().scope(),
-                Some(&view),
-                snapshot,
-                request.format_version,
-            )?],
-            metadata.as_ref(),
-        ));
-    };
-    let mirrored_already = match to_version {
-        Some(target) => target <= synced,
-        None => request.known_version.is_some_and(|known| known <= synced),
-    };
-    // The check and the read of the new commits go out together: one round trip.
-    let identity = async {
-        Ok::<_, Error>(match current.commit_hash() {
-            None => Identity::Unrecorded,
-            Some(recorded) => match log.commit_hash(synced).await? {
-                None => Identity::Missing,
-                Some(hash) if hash == recorded => Identity::Same,
-                Some(_) => Identity::Changed,
-            },
-        })
-    };
-    let commits = async {
-        match (mirrored_already, to_version) {
-            (true, Some(_)) => Ok(None),
-            // An event for a version the mirror holds (a duplicate, a late one, a backfill):
-            // one request for the next commit, so that commits whose events were lost are
-            // synced now, not at the table's next commit.
-            (true, None) => match log.has_commit(synced + 1).await? {
-                false => Ok(None),
-                true => log.commits_since(synced, None, None).await.map(Some),
-            },
-            (false, _) => log
-                .commits_since(synced, to_version, request.known_version)
-                .await
-                .map(Some),
-        }
-    };
-    let (identity, commits) = tokio::join!(identity, commits);
-    let identity = identity?;
-    if identity == Identity::Missing
-        && matches!(
-            log.catalog_managed(),
-            Some(CatalogManaged::PublishedOnly { .. })
-        )
-    {
-        // The mirror holds commits its catalog ratified that are not published yet; without
-        // the catalog nothing past the published log can be read, nor the mirror checked.
-        tracing::warn!(table = %read.full_name(), synced, "the mirror is past the Delta table's published log; without its catalog it is left as it is");
-        return Ok(Planned::default());
-    }
-    if matches!(identity, Identity::Missing | Identity::Changed) {
-        return checked_full(log, read, current, &view, synced, request, identity).await;
-    }
-    let commits = commits?;
-    if commits.is_none() {
-        if to_version.is_some_and(|target| target < synced) {
-            tracing::warn!(table = %read.full_name(), synced, target = ?to_version, "the mirror is already past the requested version; lakemirror never rewinds a table");
-        } else {
-            tracing::debug!(table = %read.full_name(), synced, "the announced commit is mirrored already");
-        }
-        return Ok(Planned::default());
-    }
-    match commits {
-        Some(CommitsSince::Contiguous(commits)) => {
-            match plan_commits(log.table().scope(), &view, &commits) {
-                Ok(plans) => {
-                    let policy = history_policy(request, Some(current), &plans);
-                    Ok(Planned::grown(
-                        written_plans(plans, &policy, Some(current)),
-                        commits.iter().rev().find_map(|c| c.metadata.as_ref()),
-                    ))
-                }
-                Err(lakemirror_plan::Error::RebuildNeeded {
-                    from_version,
-                    reason,
-                    ..
-                }) => {
-                    let format_version = Some(current.metadata.format_version());
-                    rebuild(
-                        log,
-                        request,
-                        Some(from_version),
-                        Some(reason),
-                        format_version,
-                        None,
-                    )
-                    .await
-                }
-                Err(e) => Err(e.into()),
-            }
-        }
-        Some(CommitsSince::Gap { first_available }) => {
-            tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
-            checked_full(log, read, current, &view, synced, request, identity).await
-        }
-        None => Ok(Planned::default()),
-    }
-}
-
-/// Whether the log still holds the commit the mirror's current snapshot was built from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Identity {
-    Same,
-    /// Its file is gone: log cleanup, or the table was dropped or re-created.
-    Missing,
-    /// Another commit of the same version: the table was re-created.
-    Changed,
-    /// Mirrors written before lakemirror recorded it.
-    Unrecorded,
-}
-
-/// The whole table at the target, after checking that it is still the table mirrored: when
-/// it is not, a new history; when it is gone, [`Error::SourceMissing`].
-async fn checked_full(
-    log: &DeltaLog,
-    read: &CatalogTable,
-    current: &CommittedTable,
-    view: &IcebergView,
-    synced: i64,
-    request: &GlueSyncRequest,
-    identity: Identity,
-) -> Result<Planned> {
-    let root = log.table().root_uri();
-    let snapshot = match log.snapshot(request.to_version).await {
-        Err(lakemirror_delta::Error::NotADeltaTable(_)) => {
-            return Err(Error::SourceMissing {
-                table: root.to_string(),
-                glue_table: read.full_name(),
-            });
-        }
-        other => other?,
-    };
-    let table_id = snapshot.metadata().and_then(|m| m.id.as_deref());
-    let reason = match (current.delta_table_id(), table_id) {
-        (Some(was), Some(now)) if was != now => Some(format!(
-            "the Delta table was re-created at the same location (table id {now}, was {was})"
-        )),
-        _ if snapshot.version < synced && request.to_version.is_none() => Some(format!(
-            "the Delta table's newest version {} is below the mirrored version {synced}: it was re-created at the same location",
-            snapshot.version
-        )),
-        _ if identity == Identity::Changed => Some(format!(
-            "Delta commit {synced} is not the commit the mirror was built from: the table was re-created at the same location"
-        )),
-        _ => None,
-    };
-    let format_version = Some(current.metadata.format_version());
-    if reason.is_none() && snapshot.version < synced {
-        tracing::warn!(table = %read.full_name(), synced, target = snapshot.version, "the mirror is already past the requested version; lakemirror never rewinds a table");
-        return Ok(Planned::default());
-    }
-    match reason {
-        Some(reason) => rebuild(log, request, None, Some(reason), format_version, None).await,
-        None => match plan_full(
-            log.table().scope(),
-            Some(view),
-            &snapshot,
-            request.format_version,
-        ) {
-            Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
-                rebuild(
-                    log,
-                    request,
-                    Some(snapshot.version),
-                    Some(reason),
-                    format_version,
-                    None,
-                )
-                .await
-            }
-            plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())),
-        },
-    }
-}
-
-/// The mirror as a new history (`reason`: why; None for a new mirror): the versions of the
-/// per-version window the log still holds, from `from` at the earliest, to the target, in
-/// `format_version` unless the Delta table asks for another. A new mirror's history starts
-/// no earlier than the newest checkpoint: the versions its replay reads anyway, so the first
-/// sync of a large table costs about what one snapshot does. A change the new history meets
-/// on the way that a mirror cannot follow starts it again at that change. `history` is the
-/// window when it was read already.
-async fn rebuild(
-    log: &DeltaLog,
-    request: &GlueSyncRequest,
-    from: Option<i64>,
-    reason: Option<String>,
-    format_version: Option<iceberg::spec::FormatVersion>,
-    history: Option<RecentHistory>,
-) -> Result<Planned> {
-    let root = log.table().root_uri();
-    let mut floor = from;
-    let mut versions = request.history.recent_versions;
-    let mut read = history;
-    loop {
-        let history = match read.take() {
-            Some(history) => history,
-            None => RecentHistory::read(log, request, floor, reason.is_none()).await?,
-        };
-        let start = history.base.version;
-        let window_full =
-            history.commits.len() + 1 >= usize::try_from(versions).unwrap_or(usize::MAX);
-        let newest_metadata = history.newest_metadata().cloned();
-        // The mirror keeps its format version unless the Delta table asks for another.
-        let mut first = plan_full_taking(
-            log.table().scope(),
-            None,
-            history.base,
-            format_version.unwrap_or(request.format_version),
-        )?;
-        first.format_version = first.format_version.or(format_version);
-        let view = IcebergView::of_new_table(&first).ok_or_else(|| {
-            Error::malformed(
-                root,
-                format!("version {start} has no schema to rebuild from"),
-            )
-        })?;
-        match plan_commits(log.table().scope(), &view, &history.commits) {
-            Ok(rest) => {
-                let plans: Vec<SnapshotPlan> = std::iter::once(first).chain(rest).collect();
-                let policy = history_policy(request, None, &plans);
-                // The table asks for a longer window than the one read: read it again.
-                if window_full && policy.recent_versions > versions {
-                    versions = policy.recent_versions;
-                    read = Some(
-                        RecentHistory::read_versions(
-                            log,
-                            request,
-                            floor,
-                            versions,
-                            reason.is_none(),
-                        )
-                        .await?,
-                    );
-                    continue;
-                }
-                return Ok(Planned {
-                    plans: written_plans(plans, &policy, None),
-                    newest_metadata,
-                    rebuilt: reason,
-                    grouped: None,
-                });
-            }
-            Err(lakemirror_plan::Error::RebuildNeeded { from_version, .. })
-                if from_version > start =>
-            {
-                floor = Some(from_version);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// The Delta table at the start of the per-version window and the commits after it.
-struct RecentHistory {
-    base: DeltaSnapshot,
-    commits: Vec<lakemirror_delta::DeltaCommit>,
-}
-
-impl RecentHistory {
-    /// The window the deployment's policy keeps, from `floor` at the earliest (with
-    /// `since_checkpoint`, from the newest checkpoint).
-    async fn read(
-        log: &DeltaLog,
-        request: &GlueSyncRequest,
-        floor: Option<i64>,
-        since_checkpoint: bool,
-    ) -> Result<Self> {
-        let versions = request.history.recent_versions;
-        Self::read_versions(log, request, floor, versions, since_checkpoint).await
-    }
-
-    async fn read_versions(
-        log: &DeltaLog,
-        request: &GlueSyncRequest,
-        floor: Option<i64>,
-        versions: u64,
-        since_checkpoint: bool,
-    ) -> Result<Self> {
-        let (base, commits) = log
-            .recent_history(request.to_version, versions, floor, since_checkpoint)
-            .await?;
-        Ok(Self { base, commits })
-    }
-
-    /// The newest metaData: the last commit's that has one, else the base's.
-    fn newest_metadata(&self) -> Option<&Metadata> {
-        self.commits
-            .iter()
-            .rev()
-            .find_map(|c| c.metadata.as_ref())
-            .or(self.base.metadata())
+        return Ok(report.finished(started, &counters));
     }
 }
 
@@ -840,38 +486,6 @@ fn ancestors(root: &str) -> Vec<String> {
         .collect()
 }
 
-/// The snapshots to write, and the newest Delta metadata that planning saw (None when the
-/// commits planned did not change it).
-#[derive(Default)]
-struct Planned {
-    plans: Vec<SnapshotPlan>,
-    newest_metadata: Option<Metadata>,
-    /// Why the mirror is written as a new history; None when the plans extend it.
-    rebuilt: Option<String>,
-    /// A new mirror of a large table, written in groups instead of `plans`.
-    grouped: Option<GroupedBootstrap>,
-}
-
-/// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
-/// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read).
-async fn bootstraps_in_groups(log: &DeltaLog, request: &GlueSyncRequest) -> Result<bool> {
-    Ok(log
-        .last_checkpoint_size()
-        .await?
-        .is_some_and(|size| size > request.bootstrap_group_files))
-}
-
-impl Planned {
-    fn grown(plans: Vec<SnapshotPlan>, newest_metadata: Option<&Metadata>) -> Self {
-        Self {
-            plans,
-            newest_metadata: newest_metadata.cloned(),
-            rebuilt: None,
-            grouped: None,
-        }
-    }
-}
-
 /// The `lakemirror.glue.*` properties remembered for this Delta table, if any.
 async fn remembered_properties(
     metadata_store: &TableStorage,
@@ -907,43 +521,6 @@ async fn remember_properties(
     Ok(metadata_store
         .put(&metadata_store.location(TARGET_FILE), bytes.into())
         .await?)
-}
-
-/// The plans to write of `plans` (oldest first, on top of `current`): the versions the
-/// policy keeps, the others merged into the next one kept, and none that would expire at once.
-fn written_plans(
-    plans: Vec<SnapshotPlan>,
-    policy: &HistoryPolicy,
-    current: Option<&CommittedTable>,
-) -> Vec<SnapshotPlan> {
-    let retention = plans
-        .iter()
-        .rev()
-        .find_map(|p| p.deleted_file_retention_ms)
-        .or_else(|| {
-            current
-                .and_then(|c| c.metadata.properties().get(RETENTION_PROPERTY))
-                .and_then(|r| r.parse().ok())
-        })
-        .unwrap_or(lakemirror_delta::actions::DEFAULT_DELETED_FILE_RETENTION_MS);
-    let now = chrono::Utc::now().timestamp_millis();
-    let expiring = expiring_plans(&plans, now, retention);
-    merge_thinned(plans, policy, expiring)
-}
-
-/// The history a mirror keeps after `plans`: the deployment's policy, with the table's own
-/// settings as the newest plan that states them says, else as the mirror keeps them.
-fn history_policy(
-    request: &GlueSyncRequest,
-    current: Option<&CommittedTable>,
-    plans: &[SnapshotPlan],
-) -> HistoryPolicy {
-    match plans.iter().rev().find_map(|p| p.history.as_ref()) {
-        Some(settings) => request.history.with_settings(settings),
-        None => current
-            .and_then(|c| request.history.overridden_by(c.metadata.properties()).ok())
-            .unwrap_or(request.history),
-    }
 }
 
 /// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
