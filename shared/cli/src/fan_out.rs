@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use clap::Subcommand;
-use lakemirror_mirror::GlueSyncRequest;
+use lakemirror_mirror::SyncRequest;
 use lakemirror_mirror::fanout::{self, FanOutPlan};
 use lakemirror_storage::IoCounters;
 
-use crate::glue_sync::TableArgs;
+use crate::sync::TableArgs;
 use crate::{Context, Error, Result};
 
 #[derive(Subcommand)]
@@ -79,7 +79,7 @@ pub(crate) async fn run(context: &Context, step: Step) -> Result<String> {
             to_version,
             table,
         } => {
-            let request = GlueSyncRequest {
+            let request = SyncRequest {
                 table: glue_table,
                 metadata_uri,
                 to_version,

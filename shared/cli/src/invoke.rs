@@ -18,7 +18,7 @@ use lakemirror_storage::SecretSource;
 use lakemirror_unity::function::{UnityRegisterFunction, commit_catalog};
 use lambda_runtime::LambdaEvent;
 
-use crate::glue_sync::SyncArgs;
+use crate::sync::SyncArgs;
 use crate::unity::missing_uc_url;
 use crate::{Context, Error, Result, environment};
 

@@ -15,10 +15,10 @@ use lakemirror_storage::ObjectStores;
 
 mod error;
 mod fan_out;
-mod glue_sync;
 mod invoke;
 mod lakebase_sync;
 mod status;
+mod sync;
 mod unity;
 mod unity_register;
 mod verify;
@@ -128,8 +128,10 @@ fn machine_memory_mb() -> Option<u64> {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Bring the Iceberg table in AWS Glue to the Delta table's newest version, one Iceberg
-    /// snapshot per Delta version. Safe to re-run and to run concurrently.
+    /// Bring the Iceberg table in AWS Glue (or in the Iceberg REST catalog of
+    /// --rest-catalog-uri) to the Delta table's newest version, one Iceberg snapshot per Delta
+    /// version. Safe to re-run and to run concurrently. `glue-sync`, its first name, still
+    /// works.
     ///
     /// AWS settings come from the standard chain and environment: AWS_REGION,
     /// AWS_ENDPOINT_URL (e.g. a local moto), AWS_ALLOW_HTTP=true for plain http.
@@ -140,8 +142,11 @@ enum Command {
     /// hidden _… or .… folders, nor key=value partition folders) and mirror each, with a
     /// progress bar on a terminal (plain lines otherwise), a summary table at the end, and
     /// exit status 1 when any table failed. --dry-run lists them and their Glue names.
-    #[command(about = "Mirror a Delta table (or a prefix's tables) to Iceberg in AWS Glue")]
-    GlueSync(glue_sync::Args),
+    #[command(
+        visible_alias = "glue-sync",
+        about = "Mirror a Delta table (or a prefix's tables) to Iceberg in AWS Glue or a REST catalog"
+    )]
+    Sync(sync::Args),
     /// Prove that a mirror equals its Delta table at a version, from metadata alone (the
     /// Delta log, the Iceberg metadata, manifest list and manifests; no data rows): the
     /// snapshot of that version holds exactly the active files, with their sizes, record
@@ -282,7 +287,7 @@ async fn main() -> ExitCode {
         commit_catalog,
     };
     let outcome = match cli.command {
-        Command::GlueSync(args) => return glue_sync::run(&context, args).await,
+        Command::Sync(args) => return sync::run(&context, args).await,
         Command::Verify(args) => return verify::run(&context, args).await,
         Command::Status(args) => return status::run(&context, args).await,
         Command::LakebaseSync(args) => lakebase_sync::run(&context, args).await,

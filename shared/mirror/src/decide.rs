@@ -1,4 +1,4 @@
-//! The sync's decisions, apart from its retry loop ([`crate::glue_sync`]): given the mirror
+//! The sync's decisions, apart from its retry loop ([`crate::sync`]): given the mirror
 //! as read and the Delta log, what to write. Nothing of the catalog changes here; the loop
 //! commits what these plan, and plans again when it loses a race.
 
@@ -13,7 +13,7 @@ use lakemirror_plan::{
 
 use crate::error::{Error, Result};
 use crate::fanout::GroupedBootstrap;
-use crate::glue_sync::GlueSyncRequest;
+use crate::sync::SyncRequest;
 use lakemirror_iceberg::catalog::CatalogTable;
 
 /// What to write: nothing when Iceberg is already at the target version, the commits since
@@ -26,7 +26,7 @@ use lakemirror_iceberg::catalog::CatalogTable;
 pub(crate) async fn plan(
     log: &DeltaLog,
     read: &CatalogTable,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     history: Option<RecentHistory>,
     in_groups: bool,
 ) -> Result<Planned> {
@@ -200,7 +200,7 @@ pub(crate) async fn checked_full(
     current: &CommittedTable,
     view: &IcebergView,
     synced: i64,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     identity: Identity,
 ) -> Result<Planned> {
     let root = log.table().root_uri();
@@ -265,7 +265,7 @@ pub(crate) async fn checked_full(
 /// window when it was read already.
 pub(crate) async fn rebuild(
     log: &DeltaLog,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     from: Option<i64>,
     reason: Option<String>,
     format_version: Option<iceberg::spec::FormatVersion>,
@@ -345,7 +345,7 @@ impl RecentHistory {
     /// `since_checkpoint`, from the newest checkpoint).
     pub(crate) async fn read(
         log: &DeltaLog,
-        request: &GlueSyncRequest,
+        request: &SyncRequest,
         floor: Option<i64>,
         since_checkpoint: bool,
     ) -> Result<Self> {
@@ -355,7 +355,7 @@ impl RecentHistory {
 
     async fn read_versions(
         log: &DeltaLog,
-        request: &GlueSyncRequest,
+        request: &SyncRequest,
         floor: Option<i64>,
         versions: u64,
         since_checkpoint: bool,
@@ -390,10 +390,7 @@ pub(crate) struct Planned {
 
 /// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
 /// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read).
-pub(crate) async fn bootstraps_in_groups(
-    log: &DeltaLog,
-    request: &GlueSyncRequest,
-) -> Result<bool> {
+pub(crate) async fn bootstraps_in_groups(log: &DeltaLog, request: &SyncRequest) -> Result<bool> {
     Ok(log
         .last_checkpoint_size()
         .await?
@@ -436,7 +433,7 @@ pub(crate) fn written_plans(
 /// The history a mirror keeps after `plans`: the deployment's policy, with the table's own
 /// settings as the newest plan that states them says, else as the mirror keeps them.
 pub(crate) fn history_policy(
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     current: Option<&CommittedTable>,
     plans: &[SnapshotPlan],
 ) -> HistoryPolicy {

@@ -17,7 +17,7 @@ use lakemirror_plan::target::{NamedBy, TargetProperties};
 use lakemirror_storage::{IoCounters, ObjectStores};
 
 use crate::error::{Error, Result};
-use crate::glue_sync::{GlueSyncRequest, SyncReport, glue_sync, target_defaults};
+use crate::sync::{SyncReport, SyncRequest, sync_table, target_defaults};
 use lakemirror_iceberg::catalog::Lakehouse;
 
 /// Folder levels below the prefix that discovery walks at most.
@@ -102,12 +102,12 @@ pub struct PlannedMirror {
 pub async fn plan_names(
     stores: &ObjectStores,
     tables: &[String],
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     counters: &Arc<IoCounters>,
 ) -> Result<Vec<PlannedMirror>> {
     let mut planned = Vec::new();
     for table_uri in tables {
-        let request = GlueSyncRequest {
+        let request = SyncRequest {
             table_uri: table_uri.clone(),
             ..request.clone()
         };
@@ -156,18 +156,18 @@ pub struct Backfilled {
 pub async fn backfill(
     lake: &Lakehouse,
     tables: &[String],
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     concurrency: usize,
     mut on_done: impl FnMut(&Backfilled),
 ) -> Vec<Backfilled> {
     let mut finished = Vec::new();
     let mut syncs = futures::stream::iter(tables)
         .map(|table_uri| async move {
-            let request = GlueSyncRequest {
+            let request = SyncRequest {
                 table_uri: table_uri.clone(),
                 ..request.clone()
             };
-            let outcome = glue_sync(lake, &request, Arc::new(IoCounters::default())).await;
+            let outcome = sync_table(lake, &request, Arc::new(IoCounters::default())).await;
             Backfilled {
                 table_uri: table_uri.clone(),
                 outcome,

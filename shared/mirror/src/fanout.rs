@@ -27,9 +27,8 @@ use lakemirror_plan::{data_file_location, plan_full_taking};
 use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage};
 
 use crate::error::{Error, Result};
-use crate::glue_sync::{
-    GlueSyncRequest, MAX_ATTEMPTS, SyncAction, SyncReport, lost_race, mirror_stores,
-    target_defaults,
+use crate::sync::{
+    MAX_ATTEMPTS, SyncAction, SyncReport, SyncRequest, lost_race, mirror_stores, target_defaults,
 };
 use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::Lakehouse;
@@ -64,7 +63,7 @@ fn part_of(plan: &FanOutPlan, part: u32) -> Result<FanOutPart> {
 /// file. `parts` is capped at the number of buckets.
 pub async fn plan(
     lake: &Lakehouse,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     parts: u32,
     counters: Arc<IoCounters>,
 ) -> Result<FanOutPlan> {
@@ -120,7 +119,7 @@ pub async fn plan(
 /// write a table into another's Glue name.
 pub async fn check_target(
     lake: &Lakehouse,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     plan: &FanOutPlan,
     counters: Arc<IoCounters>,
 ) -> Result<()> {

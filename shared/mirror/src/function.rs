@@ -25,7 +25,7 @@ use crate::fanout::{self, FanOutPlan};
 use crate::settings::SyncSettings;
 use crate::status::Mirror;
 use crate::verify::{VerifyRequest, verify};
-use crate::{GlueSyncRequest, SyncReport, glue_sync};
+use crate::{SyncReport, SyncRequest, sync_table};
 
 /// Configuration of the glue-sync function, from its environment.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub const DEFAULT_MAX_RECEIVE_COUNT: u32 = 5;
 
 impl GlueSyncConfig {
     /// The sync of `table_uri` these settings describe.
-    pub fn request(&self, table_uri: String) -> GlueSyncRequest {
+    pub fn request(&self, table_uri: String) -> SyncRequest {
         self.settings.request(table_uri, self.database.clone())
     }
 
@@ -495,12 +495,12 @@ impl GlueSyncFunction {
         }
         tracing::warn!(glue_table = %mirror.glue_table(), mirrored, "the mirror is behind its Delta table (an event was lost or is still on its way): syncing it to the newest version");
         // Into the very Glue table found, whatever the naming settings would choose now.
-        let request = GlueSyncRequest {
+        let request = SyncRequest {
             database: mirror.database.clone(),
             table: Some(mirror.table.clone()),
             ..self.config.request(mirror.delta_table_uri.clone())
         };
-        let report = glue_sync(&self.lake, &request, counters).await?;
+        let report = sync_table(&self.lake, &request, counters).await?;
         sync_metrics(&report, None).emit();
         Ok(Some(report))
     }
@@ -675,18 +675,18 @@ async fn sync_one(
     trigger: &TableTrigger,
 ) -> Result<SyncReport> {
     let counters = Arc::new(IoCounters::default());
-    let request = GlueSyncRequest {
+    let request = SyncRequest {
         known_version: Some(trigger.newest_version),
         ..config.request(trigger.table_uri())
     };
-    let mut report = glue_sync(lake, &request, counters.clone()).await?;
+    let mut report = sync_table(lake, &request, counters.clone()).await?;
     // A staged commit's event arrives before the catalog ratifies it: ask again, briefly.
     let waiting = Instant::now();
     let mut pause = RATIFICATION_FIRST_PAUSE;
     while undecided(&report, trigger).is_some() && waiting.elapsed() + pause <= RATIFICATION_WAIT {
         tokio::time::sleep(pause).await;
         pause *= 2;
-        report = glue_sync(lake, &request, counters.clone()).await?;
+        report = sync_table(lake, &request, counters.clone()).await?;
     }
     let lag_ms = trigger.first_event_time_ms.map(|t| {
         chrono::Utc::now()

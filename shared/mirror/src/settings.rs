@@ -9,7 +9,7 @@ use lakemirror_plan::target::{NameFrom, allowed_names};
 
 use crate::error::{Error, Result};
 use crate::fanout::BOOTSTRAP_GROUP_FILES;
-use crate::glue_sync::{GlueSyncRequest, OnMissingSource};
+use crate::sync::{OnMissingSource, SyncRequest};
 
 /// Every setting of a sync but the table itself and where it goes.
 #[derive(Debug, Clone)]
@@ -110,8 +110,8 @@ impl SyncSettings {
     }
 
     /// The sync of `table_uri` into Glue database `database` under these settings.
-    pub fn request(&self, table_uri: String, database: String) -> GlueSyncRequest {
-        GlueSyncRequest {
+    pub fn request(&self, table_uri: String, database: String) -> SyncRequest {
+        SyncRequest {
             table_uri,
             database,
             table: None,

@@ -25,8 +25,8 @@ use lakemirror_plan::{CommittedTable, PlannedFile, plan_full};
 use lakemirror_storage::{IoCounters, IoTotals};
 
 use crate::error::{Error, Result};
-use crate::glue_sync::mirror_stores;
 use crate::status::CatalogManagedStatus;
+use crate::sync::mirror_stores;
 use lakemirror_delta::CatalogManaged;
 use lakemirror_iceberg::catalog::Lakehouse;
 use lakemirror_iceberg::writer::MetadataWriter;

@@ -16,7 +16,7 @@ from rig import judge
 
 COMMITS = 100
 RACERS = 8
-MAX_ATTEMPTS = 8  # shared/mirror/src/glue_sync.rs
+MAX_ATTEMPTS = 8  # shared/mirror/src/sync.rs
 
 
 def test_eight_racing_syncs_while_commits_arrive_lose_nothing(

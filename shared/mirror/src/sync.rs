@@ -11,7 +11,7 @@ use lakemirror_plan::target::{
     default_table_name, path_table_name, unique_path_table_name,
 };
 use lakemirror_runtime::crash;
-use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage};
+use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, canonical_uri};
 
 use crate::decide::{RecentHistory, bootstraps_in_groups, plan};
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ const MAX_MOVES: u32 = 3;
 
 /// What to mirror where.
 #[derive(Debug, Clone)]
-pub struct GlueSyncRequest {
+pub struct SyncRequest {
     /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
     pub table_uri: String,
     /// Glue database; the Delta table property `lakemirror.glue.database` overrides it.
@@ -63,7 +63,7 @@ pub struct GlueSyncRequest {
     pub history: HistoryPolicy,
 }
 
-impl GlueSyncRequest {
+impl SyncRequest {
     /// A sync of `table_uri` into Glue database `database` with every setting at its
     /// default: the newest version, named by folder, Iceberg v2, the default history.
     pub fn new(table_uri: impl Into<String>, database: impl Into<String>) -> Self {
@@ -214,7 +214,7 @@ pub fn mirror_stores(
 }
 
 /// How the request names its mirror before the Delta table's properties are read.
-pub fn target_defaults(request: &GlueSyncRequest) -> TargetDefaults {
+pub fn target_defaults(request: &SyncRequest) -> TargetDefaults {
     TargetDefaults {
         database: request.database.clone(),
         table: match request.name_from {
@@ -229,9 +229,9 @@ pub fn target_defaults(request: &GlueSyncRequest) -> TargetDefaults {
 }
 
 /// Runs one sync, retrying when another writer commits first.
-pub async fn glue_sync(
+pub async fn sync_table(
     lake: &Lakehouse,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     counters: Arc<IoCounters>,
 ) -> Result<SyncReport> {
     let started = Instant::now();
@@ -401,7 +401,9 @@ pub async fn glue_sync(
             };
             let mut removed_files = staged.removed_files.clone();
             // A catalog that wrote the metadata itself (REST) never points at the staged file.
-            if location != staged.table.metadata_location {
+            // Compared canonically: a Java server spells the same file `file:/…`, and deleting
+            // the file it registered would break the mirror.
+            if canonical_uri(&location) != canonical_uri(&staged.table.metadata_location) {
                 removed_files.push(staged.table.metadata_location.clone());
             }
             writer.delete_expired(&removed_files).await;
@@ -570,12 +572,12 @@ mod tests {
         (lake, catalog)
     }
 
-    fn request(table_uri: &str) -> GlueSyncRequest {
-        GlueSyncRequest::new(table_uri, "lake")
+    fn request(table_uri: &str) -> SyncRequest {
+        SyncRequest::new(table_uri, "lake")
     }
 
-    async fn sync(lake: &Lakehouse, request: &GlueSyncRequest) -> Result<SyncReport> {
-        glue_sync(lake, request, Arc::default()).await
+    async fn sync(lake: &Lakehouse, request: &SyncRequest) -> Result<SyncReport> {
+        sync_table(lake, request, Arc::default()).await
     }
 
     #[tokio::test(start_paused = true)]
@@ -666,7 +668,7 @@ mod tests {
         assert!(matches!(kept, Error::SourceMissing { .. }), "{kept}");
         assert!(!kept.is_retryable());
         assert!(catalog.parameters("lake", "orders").is_some());
-        let dropping = GlueSyncRequest {
+        let dropping = SyncRequest {
             on_missing_source: OnMissingSource::Drop,
             ..request("s3://lake/orders")
         };
@@ -1023,11 +1025,11 @@ mod catalog_managed_tests {
         }
 
         async fn sync(&self, known: i64) -> Result<SyncReport> {
-            let request = GlueSyncRequest {
+            let request = SyncRequest {
                 known_version: Some(known),
-                ..GlueSyncRequest::new(ROOT, "lake")
+                ..SyncRequest::new(ROOT, "lake")
             };
-            glue_sync(&self.lake, &request, Arc::default()).await
+            sync_table(&self.lake, &request, Arc::default()).await
         }
     }
 
@@ -1107,8 +1109,10 @@ mod catalog_managed_tests {
         let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
         rig.commits.ratify("uc-1", first.clone());
         let without = Lakehouse::new(rig.lake.stores.clone(), rig.catalog.clone());
-        let request = GlueSyncRequest::new(ROOT, "lake");
-        let limited = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        let request = SyncRequest::new(ROOT, "lake");
+        let limited = sync_table(&without, &request, Arc::default())
+            .await
+            .unwrap();
         assert_eq!(
             (limited.action, limited.delta_version),
             (SyncAction::Created, Some(0))
@@ -1119,13 +1123,17 @@ mod catalog_managed_tests {
         // With its catalog the mirror goes on to version 1; without it again, a mirror
         // past the published log is left as it is, not rebuilt as a re-created table.
         assert_eq!(rig.sync(1).await.unwrap().delta_version, Some(1));
-        let left = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        let left = sync_table(&without, &request, Arc::default())
+            .await
+            .unwrap();
         assert_eq!(
             (left.action, left.delta_version),
             (SyncAction::Unchanged, Some(1))
         );
         rig.publish(&first).await;
-        let published = glue_sync(&without, &request, Arc::default()).await.unwrap();
+        let published = sync_table(&without, &request, Arc::default())
+            .await
+            .unwrap();
         assert_eq!(
             (published.action, published.delta_version),
             (SyncAction::Unchanged, Some(1))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use lakemirror_mirror::discover::{Progress, backfill, discover_tables, plan_names};
 use lakemirror_mirror::status::{one_line, text_table};
-use lakemirror_mirror::{GlueSyncRequest, SyncSettings, fanout, glue_sync};
+use lakemirror_mirror::{SyncRequest, SyncSettings, fanout, sync_table};
 use lakemirror_plan::history;
 use lakemirror_storage::IoCounters;
 
@@ -164,8 +164,8 @@ fn settings_of(values: &[(&str, Option<String>)]) -> Result<SyncSettings> {
 
 impl Args {
     /// The request these flags describe (`table_uri` empty with --discover).
-    fn request(&self) -> Result<GlueSyncRequest> {
-        Ok(GlueSyncRequest {
+    fn request(&self) -> Result<SyncRequest> {
+        Ok(SyncRequest {
             table: self.glue_table.clone(),
             metadata_uri: self.metadata_uri.clone(),
             to_version: self.to_version,
@@ -208,9 +208,9 @@ pub(crate) async fn run(context: &Context, args: Args) -> ExitCode {
     }
 }
 
-async fn sync_one(context: &Context, request: &GlueSyncRequest) -> Result<String> {
+async fn sync_one(context: &Context, request: &SyncRequest) -> Result<String> {
     let counters = Arc::new(IoCounters::default());
-    let report = glue_sync(&context.lake(), request, counters).await?;
+    let report = sync_table(&context.lake(), request, counters).await?;
     eprintln!(
         "{}.{} is at Delta version {} ({} snapshot(s) committed, +{} / -{} files)",
         report.database,
@@ -230,7 +230,7 @@ async fn sync_one(context: &Context, request: &GlueSyncRequest) -> Result<String
 async fn run_discover(
     context: &Context,
     prefix: &str,
-    request: &GlueSyncRequest,
+    request: &SyncRequest,
     concurrency: usize,
     dry_run: bool,
 ) -> ExitCode {
