@@ -2,6 +2,10 @@
 //! ([`crate::full_refresh`]) or incrementally ([`crate::incremental`]), the version recorded
 //! in [`crate::state`] in the same transaction. What both share: the report, the COPY of
 //! rows, and the errors that name a row.
+//!
+//! A circle, on purpose: this file calls the two ways of syncing, and they call back into
+//! the parts they share, which live here (one place for the COPY and its errors) rather
+//! than in a fourth file that each of the three would import.
 
 use std::sync::Arc;
 use std::time::Instant;

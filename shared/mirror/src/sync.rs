@@ -1,4 +1,10 @@
-//! `glue-sync`: bring the Iceberg table in Glue to the Delta table's newest version.
+//! One sync of one table: bring its Iceberg mirror (in Glue or a REST catalog) to the Delta
+//! table's newest version. This file is the loop (load, commit, retry on a lost race);
+//! [`crate::decide`] says what to write.
+//!
+//! A circle, on purpose: a sync that finds a table too large for one read bootstraps it in
+//! groups ([`crate::fanout::GroupedBootstrap`], via `decide`), and the fan-out's last step
+//! commits with this file's request, report and `lost_race`, so both commit the same way.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

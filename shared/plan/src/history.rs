@@ -4,6 +4,11 @@
 //! history is thinned: one snapshot per UTC hour (the hour's last version), further back one
 //! per UTC day, until Delta's retention expires it ([`crate::expiry`]).
 //!
+//! A circle with [`crate::snapshot`], on purpose: history merges the snapshot plans it thins
+//! (`SnapshotPlan`), and a plan carries the table's own history settings
+//! ([`HistorySettings`]) read from its Delta properties; both are plain data, no logic
+//! crosses back.
+//!
 //! Thinning only ever removes: a snapshot the policy lets go is never wanted again, because
 //! the tiers only grow coarser with age (the last version of a day is the last of its hour).
 //! Decisions here are pure; the writer removes the snapshots and their files.
