@@ -358,12 +358,15 @@ impl GlueSyncFunction {
         }
     }
 
-    /// The scheduled verify (`VerifySchedule`): every mirror of the function's Glue
-    /// database under its table prefixes is verified at its current version, side by side,
-    /// and each emits the `MirrorDrift` metric (0 equal, 1 a difference). A mirror that
-    /// cannot be verified is logged and answered with its error; mirrors not started
-    /// [`START_MARGIN`] before the deadline are left to the next tick.
-    async fn verify_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
+    /// `work` on every mirror of the function's Glue database under its table prefixes, a few
+    /// at once; a mirror not started [`START_MARGIN`] before the deadline is left to the next
+    /// tick (`doing` says what in the log). Also the mirrors whose metadata is unreadable.
+    async fn each_mirror<T>(
+        &self,
+        deadline: Option<SystemTime>,
+        doing: &'static str,
+        work: impl AsyncFn(&Mirror) -> T,
+    ) -> Result<(Vec<T>, Vec<crate::status::Unreadable>)> {
         let counters = Arc::new(IoCounters::default());
         let (mirrors, unreadable) = crate::status::mirrors(
             &self.lake,
@@ -372,20 +375,35 @@ impl GlueSyncFunction {
             &counters,
         )
         .await?;
-        let mut verified: Vec<Verified> = futures::stream::iter(&mirrors)
+        let work = &work;
+        let done = futures::stream::iter(&mirrors)
             .map(|mirror| async move {
                 let left =
                     deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
                 if left.is_some_and(|left| left < START_MARGIN) {
-                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to verify; left to the next tick");
+                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to {doing}; left to the next tick");
                     return None;
                 }
-                Some(self.verify_one(mirror).await)
+                Some(work(mirror).await)
             })
             .buffer_unordered(SYNCS_AT_ONCE)
-            .filter_map(|v| async move { v })
+            .filter_map(|done| async move { done })
             .collect()
             .await;
+        Ok((done, unreadable))
+    }
+
+    /// The scheduled verify (`VerifySchedule`): every mirror of the function's Glue
+    /// database under its table prefixes is verified at its current version, side by side,
+    /// and each emits the `MirrorDrift` metric (0 equal, 1 a difference). A mirror that
+    /// cannot be verified is logged and answered with its error; mirrors not started
+    /// [`START_MARGIN`] before the deadline are left to the next tick.
+    async fn verify_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
+        let (mut verified, unreadable) = self
+            .each_mirror(deadline, "verify", async |mirror| {
+                self.verify_one(mirror).await
+            })
+            .await?;
         for u in unreadable {
             tracing::error!(glue_table = %u.table, error = %u.error, "cannot verify: the mirror's metadata is unreadable");
             verified.push(Verified {
@@ -409,22 +427,8 @@ impl GlueSyncFunction {
     /// lost or is still on its way, is synced to the newest version. Each emits
     /// `MirrorBehind` (1 behind, 0 not), and the run one record with the number behind.
     async fn catch_up_mirrors(&self, deadline: Option<SystemTime>) -> Result<GlueSyncResponse> {
-        let counters = Arc::new(IoCounters::default());
-        let (mirrors, unreadable) = crate::status::mirrors(
-            &self.lake,
-            &self.config.database,
-            &self.config.table_prefixes,
-            &counters,
-        )
-        .await?;
-        let mut lines: Vec<CaughtUp> = futures::stream::iter(&mirrors)
-            .map(|mirror| async move {
-                let left =
-                    deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
-                if left.is_some_and(|left| left < START_MARGIN) {
-                    tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to catch up; left to the next tick");
-                    return None;
-                }
+        let (mut lines, unreadable) = self
+            .each_mirror(deadline, "catch up", async |mirror| {
                 let mut line = CaughtUp {
                     glue_table: mirror.glue_table(),
                     delta_table: mirror.delta_table_uri.clone(),
@@ -445,12 +449,9 @@ impl GlueSyncFunction {
                         line.error = Some(e.to_string());
                     }
                 }
-                Some(line)
+                line
             })
-            .buffer_unordered(SYNCS_AT_ONCE)
-            .filter_map(|line| async move { line })
-            .collect()
-            .await;
+            .await?;
         for u in unreadable {
             tracing::error!(glue_table = %u.table, error = %u.error, "cannot catch up: the mirror's metadata is unreadable");
             lines.push(CaughtUp {
