@@ -60,6 +60,11 @@ pub enum Error {
     #[error("{0}")]
     Unparked(String),
 
+    /// The invocation's time ran out before the sync started or finished. Retried: a sync
+    /// cut off made nothing visible.
+    #[error("{0}")]
+    OutOfTime(String),
+
     /// lakemirror itself failed (a panic). Permanent: retrying runs the same code.
     #[error(
         "lakemirror hit a bug while syncing {table}: {message}. Please report it with this message; the event was not applied"
@@ -75,6 +80,7 @@ impl Error {
         match self {
             Error::Iceberg(e) => e.is_retryable(),
             Error::DeadLetter(e) => e.is_retryable(),
+            Error::OutOfTime(_) => true,
             Error::SourceMissing { .. }
             | Error::NestedTable { .. }
             | Error::NotAMirror(_)

@@ -3,16 +3,14 @@
 
 use lakemirror_runtime::deadline::{self, Timed};
 pub use lakemirror_runtime::deadline::{RESPONSE_MARGIN, START_MARGIN};
-use std::collections::{BTreeMap, BTreeSet};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
-use lakemirror_events::trigger::{
-    Delivery, LambdaInput, TableTrigger, batch_response, table_triggers,
-};
+use lakemirror_events::trigger::{Delivery, LambdaInput, TableTrigger, table_triggers};
 use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
@@ -20,6 +18,7 @@ use lakemirror_runtime::metrics::{Metric, MetricRecord};
 use lakemirror_storage::IoCounters;
 use lakemirror_storage::uri::{StagedCommitFile, allowed_by, table_prefixes};
 
+use crate::batch::{Batch, Outcome, Parking, message_key};
 use crate::error::{Error, Result};
 use crate::fanout::{self, FanOutPlan};
 use crate::settings::SyncSettings;
@@ -178,16 +177,7 @@ impl GlueSyncFunction {
             return self.control(control.clone(), deadline).await;
         }
         let deliveries = event.deliveries();
-        let is_sqs = event.is_sqs();
-        let mut retry: BTreeSet<Option<String>> = BTreeSet::new();
-        let mut permanent: BTreeMap<Option<String>, Parking> = BTreeMap::new();
-        for d in deliveries.iter().filter(|d| d.unreadable.is_some()) {
-            let reason = d.unreadable.clone().unwrap_or_default();
-            tracing::error!(message_id = d.message_id.as_deref(), error = %reason, permanent = true, "unreadable message");
-            permanent.insert(d.message_id.clone(), Parking::unreadable(reason));
-        }
-        let mut synced = Vec::new();
-        let mut first_error = None;
+        let mut batch = Batch::new(&deliveries, event.is_sqs(), self.config.max_receive_count);
         // The tables of a batch sync side by side: one slow table does not keep the others
         // waiting until the deadline cuts them off.
         let outcomes: Vec<(TableTrigger, Outcome)> =
@@ -203,83 +193,29 @@ impl GlueSyncFunction {
                 .collect()
                 .await;
         for (trigger, outcome) in outcomes {
-            let ids: Vec<Option<String>> = if is_sqs {
-                trigger.message_ids.iter().cloned().map(Some).collect()
-            } else {
-                vec![None]
-            };
-            match outcome {
-                Outcome::Synced(report) => synced.push(report),
-                Outcome::Undecided(report) => {
-                    // Redelivered, but never parked for being early: the last delivery before
-                    // the queue would park it is let go.
-                    let last = trigger
-                        .on_last_delivery(&trigger.message_ids, self.config.max_receive_count);
-                    let again: Vec<_> = ids
-                        .into_iter()
-                        .filter(|id| id.as_ref().is_none_or(|id| !last.contains(id)))
-                        .collect();
-                    tracing::info!(table = %trigger.table_uri(), staged = ?trigger.staged, ratified = ?report.catalog_managed.as_ref().and_then(|c| c.ratified_version), redelivered = again.len(), let_go = last.len(), "a staged commit its catalog has not decided yet: the event comes again (one on its last delivery is let go; the commit's publication announces it again)");
-                    retry.extend(again);
-                    synced.push(report);
-                }
-                Outcome::NotStarted => {
-                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, "too close to the function timeout to start a sync; the event will be retried");
-                    retry.extend(ids);
-                }
-                Outcome::CutOff(budget) => {
-                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; the event will be retried");
-                    retry.extend(ids);
-                }
-                Outcome::Failed(e) if e.is_retryable() => {
-                    MetricRecord::new("Table", trigger.table_uri())
-                        .with(Metric::SyncFailed, 1)
-                        .emit();
-                    tracing::warn!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, "sync failed; the event will be retried");
-                    retry.extend(ids);
-                    first_error.get_or_insert(e);
-                }
-                Outcome::Failed(e) => {
-                    MetricRecord::new("Table", trigger.table_uri())
-                        .with(Metric::SyncFailed, 1)
-                        .emit();
-                    tracing::error!(table = %trigger.table_uri(), delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
-                    if let Error::SourceMissing { glue_table, .. } = &e {
-                        MetricRecord::new("Table", glue_table.as_str())
-                            .with(Metric::SourceMissing, 1)
-                            .emit();
-                    }
-                    let parking = Parking::failed(&trigger, &e);
-                    for id in ids {
-                        permanent.entry(id).or_insert_with(|| parking.clone());
-                    }
-                }
-            }
+            batch.settle(&trigger, outcome);
         }
         let mut parked = 0;
-        // A message that must be retried for one table is not parked for another.
-        permanent.retain(|id, _| !retry.contains(id));
-        for (id, parking) in permanent {
+        for (id, parking) in batch.failures.to_park() {
             let body = deliveries
                 .iter()
-                .find(|d| d.message_id == id)
+                .find(|d| message_key(d) == id)
                 .map_or("", |d: &Delivery| d.body.as_str());
             match self.park(body, &parking).await {
                 Ok(()) => parked += 1,
-                Err(e) => {
-                    retry.insert(id);
-                    first_error.get_or_insert(e);
-                }
+                Err(e) => batch.failures.not_parked(id, e),
             }
         }
-        if is_sqs {
-            return Ok(GlueSyncResponse::Batch(batch_response(
-                retry.into_iter().flatten(),
-            )));
+        batch.failures.log();
+        if event.is_sqs() {
+            return Ok(GlueSyncResponse::Batch(batch.sqs_response()));
         }
-        match first_error {
+        match batch.failures.first_error {
             Some(e) => Err(e),
-            None => Ok(GlueSyncResponse::Synced { synced, parked }),
+            None => Ok(GlueSyncResponse::Synced {
+                synced: batch.synced,
+                parked,
+            }),
         }
     }
 
@@ -611,47 +547,8 @@ impl GlueSyncFunction {
     }
 }
 
-/// How one table's sync in a batch ended.
-enum Outcome {
-    Synced(SyncReport),
-    /// Synced, but a staged commit the event announced is past the newest version its
-    /// catalog ratified, after [`RATIFICATION_WAIT`]: asked again later.
-    Undecided(SyncReport),
-    Failed(Error),
-    /// Too close to the deadline to start.
-    NotStarted,
-    /// Still running when its time (this budget) ran out.
-    CutOff(Duration),
-}
-
 /// Syncs of one batch that run at once.
 pub const SYNCS_AT_ONCE: usize = 4;
-
-/// Why a message is parked.
-#[derive(Debug, Clone)]
-struct Parking {
-    reason: String,
-    table: Option<String>,
-    delta_version: Option<i64>,
-}
-
-impl Parking {
-    fn unreadable(reason: String) -> Self {
-        Self {
-            reason,
-            table: None,
-            delta_version: None,
-        }
-    }
-
-    fn failed(trigger: &TableTrigger, error: &Error) -> Self {
-        Self {
-            reason: error.to_string(),
-            table: Some(trigger.table_uri()),
-            delta_version: Some(trigger.newest_version),
-        }
-    }
-}
 
 /// How long a sync waits, asking again, for the catalog to decide a staged commit an event
 /// announced before the event is left for redelivery.

@@ -4,6 +4,7 @@
 //! are the operator's tools; [`function`] is the glue-sync function's policy: a batch of
 //! events in, one sync per announced table, a response out.
 
+mod batch;
 mod decide;
 pub mod discover;
 mod error;
