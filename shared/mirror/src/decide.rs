@@ -30,39 +30,9 @@ pub(crate) async fn plan(
     history: Option<RecentHistory>,
     in_groups: bool,
 ) -> Result<Planned> {
-    let root = log.table().root_uri();
     let to_version = request.to_version;
     let Some(current) = &read.current else {
-        if let Some(lost) = &read.lost {
-            let reason = format!(
-                "the mirror's metadata {lost} is gone: the Delta table's folder was deleted"
-            );
-            return match rebuild(log, request, None, Some(reason), None, None).await {
-                Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
-                    table: root.to_string(),
-                    glue_table: read.full_name(),
-                }),
-                planned => planned,
-            };
-        }
-        if !in_groups && (history.is_some() || !bootstraps_in_groups(log, request).await?) {
-            // A new mirror: its history starts with the per-version window.
-            match rebuild(log, request, None, None, None, history).await {
-                // More files than one read holds (a huge commit and no checkpoint yet).
-                Err(e) if e.is_too_many_files() => {
-                    tracing::info!(table = %root, error = %e, "bootstrapping in groups")
-                }
-                planned => return planned,
-            }
-        }
-        let grouped =
-            GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
-        return Ok(Planned {
-            plans: Vec::new(),
-            newest_metadata: grouped.metadata().cloned(),
-            rebuilt: None,
-            grouped: Some(grouped),
-        });
+        return plan_new_mirror(log, read, request, history, in_groups).await;
     };
     let view = current.view()?;
     let spec = current.metadata.default_partition_spec();
@@ -143,9 +113,69 @@ pub(crate) async fn plan(
         }
         return Ok(Planned::default());
     }
+    planned_commits(
+        log, read, current, &view, synced, request, identity, commits,
+    )
+    .await
+}
+
+/// A mirror to start (none in the catalog), or one to write anew because its metadata is
+/// gone: the whole table at the target version, in groups when it is too large for one read.
+async fn plan_new_mirror(
+    log: &DeltaLog,
+    read: &CatalogTable,
+    request: &SyncRequest,
+    history: Option<RecentHistory>,
+    in_groups: bool,
+) -> Result<Planned> {
+    let root = log.table().root_uri();
+    let to_version = request.to_version;
+    if let Some(lost) = &read.lost {
+        let reason =
+            format!("the mirror's metadata {lost} is gone: the Delta table's folder was deleted");
+        return match rebuild(log, request, None, Some(reason), None, None).await {
+            Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
+                table: root.to_string(),
+                glue_table: read.full_name(),
+            }),
+            planned => planned,
+        };
+    }
+    if !in_groups && (history.is_some() || !bootstraps_in_groups(log, request).await?) {
+        // A new mirror: its history starts with the per-version window.
+        match rebuild(log, request, None, None, None, history).await {
+            // More files than one read holds (a huge commit and no checkpoint yet).
+            Err(e) if e.is_too_many_files() => {
+                tracing::info!(table = %root, error = %e, "bootstrapping in groups")
+            }
+            planned => return planned,
+        }
+    }
+    let grouped = GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+    Ok(Planned {
+        plans: Vec::new(),
+        newest_metadata: grouped.metadata().cloned(),
+        rebuilt: None,
+        grouped: Some(grouped),
+    })
+}
+
+/// The mirror at `synced` extended by the `commits` since, or written anew from a
+/// checkpoint when the log no longer holds them all, or when a commit asks for a rebuild.
+#[allow(clippy::too_many_arguments)]
+async fn planned_commits(
+    log: &DeltaLog,
+    read: &CatalogTable,
+    current: &CommittedTable,
+    view: &IcebergView,
+    synced: i64,
+    request: &SyncRequest,
+    identity: Identity,
+    commits: Option<CommitsSince>,
+) -> Result<Planned> {
     match commits {
         Some(CommitsSince::Contiguous(commits)) => {
-            match plan_commits(log.table().scope(), &view, &commits) {
+            match plan_commits(log.table().scope(), view, &commits) {
                 Ok(plans) => {
                     let policy = history_policy(request, Some(current), &plans);
                     Ok(Planned::grown(
@@ -174,7 +204,7 @@ pub(crate) async fn plan(
         }
         Some(CommitsSince::Gap { first_available }) => {
             tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
-            checked_full(log, read, current, &view, synced, request, identity).await
+            checked_full(log, read, current, view, synced, request, identity).await
         }
         None => Ok(Planned::default()),
     }

@@ -9,22 +9,23 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lakemirror_delta::DeltaLog;
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::history::HistoryPolicy;
 use lakemirror_plan::target::{
-    NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
-    default_table_name, path_table_name, unique_path_table_name,
+    GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
+    TargetProperties, default_table_name, path_table_name, unique_path_table_name,
 };
 use lakemirror_runtime::crash;
 use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, canonical_uri};
 
-use crate::decide::{RecentHistory, bootstraps_in_groups, plan};
+use crate::decide::{Planned, RecentHistory, bootstraps_in_groups, plan};
 use crate::error::{Error, Result};
 use crate::settings::SyncSettings;
 use lakemirror_iceberg::Error as IcebergError;
-use lakemirror_iceberg::catalog::Lakehouse;
-use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome};
+use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
+use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome, StagedTable};
 
 /// How many times a sync re-plans after losing a race for the Glue table.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -187,6 +188,28 @@ impl SyncReport {
         }
     }
 
+    /// The Delta table at `table` is gone and its Glue table was deleted.
+    fn dropped(mut self, table: &str, log: &DeltaLog) -> Self {
+        self.action = SyncAction::Dropped;
+        self.reason = Some(format!("the Delta table at {table} is missing"));
+        self.catalog_managed = log.catalog_managed_report();
+        self
+    }
+
+    /// What a commit of `staged` at `location` wrote.
+    fn committed(&mut self, staged: StagedTable, location: String) {
+        self.expired_snapshots = staged.expired_snapshots.len();
+        self.thinned_snapshots = staged.thinned_snapshots.len();
+        self.snapshots_committed = staged.snapshots.len();
+        self.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
+        self.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
+        self.delta_version = staged.snapshots.last().map(|s| s.delta_version);
+        self.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
+        self.metadata_location = Some(location);
+        self.omitted_columns = staged.table.omitted_columns();
+        self.snapshots = staged.snapshots;
+    }
+
     /// The report with the sync's time since `started` and its requests.
     pub(crate) fn finished(mut self, started: Instant, counters: &IoCounters) -> Self {
         self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -257,34 +280,11 @@ pub async fn sync_table(
         Some(_) => None,
         None => remembered_properties(&metadata_store, data.root_uri()).await?,
     };
-    // A history read to learn the properties is handed to the first plan, not read twice;
-    // so is what that read learned of the table's size.
-    let mut history = None;
-    let mut in_groups = false;
-    let mut properties = match (defaults.fixed(), &remembered) {
-        (Some(_), _) => TargetProperties::default(),
-        (None, Some(known)) => known.properties.clone(),
-        // A table bootstrapped in groups is never read whole: its definition names it.
-        (None, None) if bootstraps_in_groups(&log, request).await? => {
-            in_groups = true;
-            TargetProperties::of(Some(&log.definition().await?.metadata))
-        }
-        (None, None) => match RecentHistory::read(&log, request, None, true).await {
-            Ok(read) => {
-                let properties = TargetProperties::of(read.newest_metadata());
-                history = Some(read);
-                properties
-            }
-            // Gone, or never there: the Glue table (if any) says which.
-            Err(e) if e.is_not_a_delta_table() => TargetProperties::default(),
-            // Larger than one read holds: bootstrapped in groups, named by its definition.
-            Err(e) if e.is_too_many_files() => {
-                in_groups = true;
-                TargetProperties::of(Some(&log.definition().await?.metadata))
-            }
-            Err(e) => return Err(e),
-        },
-    };
+    let FirstRead {
+        mut properties,
+        mut history,
+        in_groups,
+    } = first_read(&log, request, &defaults, remembered.as_ref()).await?;
     let (mut target, mut named_by) = defaults.resolve(&properties)?;
 
     let mut attempt = 0;
@@ -326,12 +326,9 @@ pub async fn sync_table(
             {
                 lake.drop_table(&read, &counters).await?;
                 tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
-                let mut report =
+                let report =
                     SyncReport::of(&target.database, &target.table, named_by, None, attempt);
-                report.action = SyncAction::Dropped;
-                report.reason = Some(format!("the Delta table at {table} is missing"));
-                report.catalog_managed = log.catalog_managed_report();
-                return Ok(report.finished(started, &counters));
+                return Ok(report.dropped(&table, &log).finished(started, &counters));
             }
             other => other?,
         };
@@ -343,34 +340,11 @@ pub async fn sync_table(
             named_by = wanted_by;
             if wanted != target {
                 moves += 1;
-                if moves > MAX_MOVES {
-                    return Err(Error::catalog_state(format!(
-                        "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
-                        request.table_uri,
-                        target.database,
-                        target.table,
-                        wanted.database,
-                        wanted.table
-                    )));
-                }
-                tracing::warn!(
-                    table = %request.table_uri,
-                    from = %format!("{}.{}", target.database, target.table),
-                    to = %format!("{}.{}", wanted.database, wanted.table),
-                    "the Delta table's lakemirror.glue.* properties name another Glue table; mirroring there (the old Glue table is left as it is: drop it when nothing reads it)"
-                );
+                moved(request, &target, &wanted, moves)?;
                 target = wanted;
                 attempt -= 1;
                 continue;
             }
-        }
-        let mut plans = planned.plans;
-        let grouped = planned.grouped;
-        if let Some(newest) = plans.last_mut() {
-            newest.catalog_table_id = Some(
-                log.catalog_managed()
-                    .and_then(|c| c.table_id().map(str::to_string)),
-            );
         }
         let mut report = SyncReport::of(
             &target.database,
@@ -380,60 +354,12 @@ pub async fn sync_table(
             attempt,
         );
         report.reason = planned.rebuilt.clone();
-        if !plans.is_empty() || grouped.is_some() {
-            let first = plans.first().map(|p| p.delta_version);
-            let last = plans.last().map(|p| p.delta_version);
-            tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len().max(1));
-            // A rebuild is a new history: nothing of the current metadata carries over.
-            let base = match planned.rebuilt {
-                Some(_) => None,
-                None => read.current.as_ref(),
-            };
-            let staged = match &grouped {
-                Some(grouped) => grouped.stage(&writer).await?,
-                None => writer.stage(base, plans).await?,
-            };
-            crash::point("glue-before-commit");
-            let location = match lake.commit(&read, &staged.table, &counters).await {
-                Ok(location) => {
-                    crash::point("glue-after-commit");
-                    location
-                }
-                Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
-                    lost_race(&table, attempt).await;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let mut removed_files = staged.removed_files.clone();
-            // A catalog that wrote the metadata itself (REST) never points at the staged file.
-            // Compared canonically: a Java server spells the same file `file:/…`, and deleting
-            // the file it registered would break the mirror.
-            if canonical_uri(&location) != canonical_uri(&staged.table.metadata_location) {
-                removed_files.push(staged.table.metadata_location.clone());
+        match commit_planned(lake, &writer, &read, &log, planned, &mut report, &counters).await {
+            Err(Error::Iceberg(IcebergError::CommitConflict(table))) if attempt < MAX_ATTEMPTS => {
+                lost_race(&table, attempt).await;
+                continue;
             }
-            writer.delete_expired(&removed_files).await;
-            report.expired_snapshots = staged.expired_snapshots.len();
-            report.thinned_snapshots = staged.thinned_snapshots.len();
-            report.snapshots_committed = staged.snapshots.len();
-            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
-            report.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
-            report.delta_version = staged.snapshots.last().map(|s| s.delta_version);
-            report.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
-            report.metadata_location = Some(location);
-            report.omitted_columns = staged.table.omitted_columns();
-            for omitted in staged.table.omitted_declarations() {
-                tracing::warn!(table = %read.full_name(), column = %omitted.column, reason = %omitted.reason, "a column left out of the mirror; the rest is mirrored exactly (lakemirror.omitted-columns)");
-            }
-            report.snapshots = staged.snapshots;
-            report.action = match (&planned.rebuilt, &read.current) {
-                (Some(reason), _) => {
-                    tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
-                    SyncAction::Rebuilt
-                }
-                (None, None) => SyncAction::Created,
-                (None, Some(_)) => SyncAction::Synced,
-            };
+            committed => committed?,
         }
         if defaults.fixed().is_none()
             && let Some(version) = report.delta_version
@@ -443,16 +369,149 @@ pub async fn sync_table(
         {
             remember_properties(&metadata_store, data.root_uri(), version, &properties).await?;
         }
-        report.catalog_managed = log.catalog_managed_report();
-        if let Some(limited) = report
-            .catalog_managed
-            .as_ref()
-            .and_then(|c| c.limited.as_ref())
-        {
-            tracing::warn!(table = %read.full_name(), "{limited}");
-        }
+        report.catalog_managed = catalog_managed_report(&log, &read);
         return Ok(report.finished(started, &counters));
     }
+}
+
+/// What the sync of a catalog-managed table read: logged when it is limited to the
+/// published log (no catalog to ask).
+fn catalog_managed_report(log: &DeltaLog, read: &CatalogTable) -> Option<CatalogManagedReport> {
+    let report = log.catalog_managed_report();
+    if let Some(limited) = report.as_ref().and_then(|c| c.limited.as_ref()) {
+        tracing::warn!(table = %read.full_name(), "{limited}");
+    }
+    report
+}
+
+/// What the sync learns of its Glue target before the first load: the Delta table's
+/// properties, and the history read to learn them, which the first plan takes rather than
+/// reading it twice (and whether the table is too large for one read).
+struct FirstRead {
+    properties: TargetProperties,
+    history: Option<RecentHistory>,
+    /// Bootstrapped in groups: the table is never read whole, its definition names it.
+    in_groups: bool,
+}
+
+async fn first_read(
+    log: &DeltaLog,
+    request: &SyncRequest,
+    defaults: &TargetDefaults,
+    remembered: Option<&RememberedProperties>,
+) -> Result<FirstRead> {
+    let named_by_definition = async || -> Result<FirstRead> {
+        Ok(FirstRead {
+            properties: TargetProperties::of(Some(&log.definition().await?.metadata)),
+            history: None,
+            in_groups: true,
+        })
+    };
+    let known = |properties: TargetProperties| FirstRead {
+        properties,
+        history: None,
+        in_groups: false,
+    };
+    match (defaults.fixed(), remembered) {
+        (Some(_), _) => Ok(known(TargetProperties::default())),
+        (None, Some(remembered)) => Ok(known(remembered.properties.clone())),
+        (None, None) if bootstraps_in_groups(log, request).await? => named_by_definition().await,
+        (None, None) => match RecentHistory::read(log, request, None, true).await {
+            Ok(read) => Ok(FirstRead {
+                properties: TargetProperties::of(read.newest_metadata()),
+                history: Some(read),
+                in_groups: false,
+            }),
+            // Gone, or never there: the Glue table (if any) says which.
+            Err(e) if e.is_not_a_delta_table() => Ok(known(TargetProperties::default())),
+            // Larger than one read holds: bootstrapped in groups, named by its definition.
+            Err(e) if e.is_too_many_files() => named_by_definition().await,
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// The Delta table's `lakemirror.glue.*` properties name another Glue table than `target`:
+/// logged, or refused once they have moved more than [`MAX_MOVES`] times in one sync.
+fn moved(
+    request: &SyncRequest,
+    target: &GlueTarget,
+    wanted: &GlueTarget,
+    moves: u32,
+) -> Result<()> {
+    if moves > MAX_MOVES {
+        return Err(Error::catalog_state(format!(
+            "the Glue target of {} keeps changing between {}.{} and {}.{}; check its lakemirror.glue.* table properties",
+            request.table_uri, target.database, target.table, wanted.database, wanted.table
+        )));
+    }
+    tracing::warn!(
+        table = %request.table_uri,
+        from = %format!("{}.{}", target.database, target.table),
+        to = %format!("{}.{}", wanted.database, wanted.table),
+        "the Delta table's lakemirror.glue.* properties name another Glue table; mirroring there (the old Glue table is left as it is: drop it when nothing reads it)"
+    );
+    Ok(())
+}
+
+/// Writes the `planned` snapshots and commits them to the catalog over `read`, filling
+/// `report` in; nothing to write leaves both alone. A lost race comes back as
+/// [`IcebergError::CommitConflict`] with nothing made visible.
+async fn commit_planned(
+    lake: &Lakehouse,
+    writer: &MetadataWriter,
+    read: &CatalogTable,
+    log: &DeltaLog,
+    planned: Planned,
+    report: &mut SyncReport,
+    counters: &IoCounters,
+) -> Result<()> {
+    let mut plans = planned.plans;
+    if let Some(newest) = plans.last_mut() {
+        newest.catalog_table_id = Some(
+            log.catalog_managed()
+                .and_then(|c| c.table_id().map(str::to_string)),
+        );
+    }
+    if plans.is_empty() && planned.grouped.is_none() {
+        return Ok(());
+    }
+    let first = plans.first().map(|p| p.delta_version);
+    let last = plans.last().map(|p| p.delta_version);
+    tracing::info!(table = %read.full_name(), from = ?first, to = ?last, "writing {} snapshot(s)", plans.len().max(1));
+    // A rebuild is a new history: nothing of the current metadata carries over.
+    let base = match planned.rebuilt {
+        Some(_) => None,
+        None => read.current.as_ref(),
+    };
+    let staged = match &planned.grouped {
+        Some(grouped) => grouped.stage(writer).await?,
+        None => writer.stage(base, plans).await?,
+    };
+    crash::point("glue-before-commit");
+    let location = lake.commit(read, &staged.table, counters).await?;
+    crash::point("glue-after-commit");
+    let mut removed_files = staged.removed_files.clone();
+    // A catalog that wrote the metadata itself (REST) never points at the staged file.
+    // Compared canonically: a Java server spells the same file `file:/…`, and deleting
+    // the file it registered would break the mirror.
+    if canonical_uri(&location) != canonical_uri(&staged.table.metadata_location) {
+        removed_files.push(staged.table.metadata_location.clone());
+    }
+    writer.delete_expired(&removed_files).await;
+    for omitted in staged.table.omitted_declarations() {
+        tracing::warn!(table = %read.full_name(), column = %omitted.column, reason = %omitted.reason, "a column left out of the mirror; the rest is mirrored exactly (lakemirror.omitted-columns)");
+    }
+    report.action = match (&planned.rebuilt, &read.current) {
+        (Some(reason), _) => {
+            tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
+            SyncAction::Rebuilt
+        }
+        (None, None) => SyncAction::Created,
+        (None, Some(_)) => SyncAction::Synced,
+    };
+    report.committed(staged, location);
+    Ok(())
 }
 
 /// Refuses a mirror of a table that lies inside another table's folder (an ancestor folder

@@ -16,19 +16,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use iceberg::spec::{DataContentType, DataFile, Literal, PrimitiveLiteral, Struct};
+use iceberg::spec::{DataContentType, DataFile, Literal, PrimitiveLiteral, SnapshotRef, Struct};
 
 use lakemirror_plan::layout::referenced_data_file;
 use lakemirror_plan::properties::{DELTA_COMMIT_HASH, DELTA_VERSION};
 use lakemirror_plan::target::default_table_name;
 use lakemirror_plan::{CommittedTable, PlannedFile, plan_full};
-use lakemirror_storage::{IoCounters, IoTotals};
+use lakemirror_storage::{IoCounters, IoTotals, TableStorage};
 
 use crate::error::{Error, Result};
 use crate::status::CatalogManagedStatus;
 use crate::sync::mirror_stores;
-use lakemirror_delta::CatalogManaged;
-use lakemirror_iceberg::catalog::Lakehouse;
+use lakemirror_delta::{CatalogManaged, DeltaLog, DeltaSnapshot};
+use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
 use lakemirror_iceberg::writer::MetadataWriter;
 
 /// Differences listed in a report; the rest are only counted.
@@ -156,31 +156,7 @@ pub async fn verify(
     let mut differences = check_history(&chain);
     // Another engine's snapshot on top (a pyiceberg add_files, an Athena INSERT) is a
     // difference found by `check_history`; the newest mirrored version is still checked.
-    let newest_mirrored = chain.iter().find_map(|s| s.delta_version);
-    let version = match request
-        .version
-        .or_else(|| committed.delta_version())
-        .or(newest_mirrored)
-    {
-        Some(version) => version,
-        None => {
-            return Err(Error::NotAMirror(format!(
-                "{} has no snapshot that names a Delta version: it was not written by lakemirror",
-                read.full_name()
-            )));
-        }
-    };
-    let Some(mirrored) = chain.iter().find(|s| s.delta_version == Some(version)) else {
-        return Err(Error::NotAMirror(format!(
-            "{} holds no snapshot of Delta version {version} (expired, or not mirrored yet); the oldest it holds is {}",
-            read.full_name(),
-            chain
-                .iter()
-                .filter_map(|s| s.delta_version)
-                .min()
-                .map_or("none".to_string(), |v| v.to_string())
-        )));
-    };
+    let (version, mirrored) = mirrored_version(request, &read, committed, &chain)?;
     let snapshot = metadata
         .snapshot_by_id(mirrored.snapshot_id)
         .ok_or_else(|| {
@@ -188,19 +164,7 @@ pub async fn verify(
         })?;
 
     let log = lake.delta_log(data.clone());
-    let catalog_managed = match committed.catalog_table_id() {
-        Some(id) => {
-            log.ratify(Some(id)).await?;
-            let read = log.catalog_managed();
-            Some(CatalogManagedStatus {
-                table_id: Some(id.to_string()),
-                ratified_version: read.as_ref().and_then(|r| r.ratified_version()),
-                published_version: log.published_version().await?,
-                limited: read.and_then(|r| r.limited()),
-            })
-        }
-        None => None,
-    };
+    let catalog_managed = catalog_managed_status(&log, committed).await?;
     let delta = match log.snapshot(Some(version)).await {
         Ok(delta) => delta,
         // Not a difference: a reader without the catalog cannot see the ratified versions.
@@ -239,10 +203,94 @@ pub async fn verify(
         }
         Err(e) => return Err(e.into()),
     };
+    differences.extend(identity_differences(mirrored, &delta, committed, version));
+
+    let writer = MetadataWriter::new(metadata_store, data.clone());
+    let (found, counts) =
+        content_differences(&writer, &data, committed, snapshot, &delta, chain.len()).await?;
+    differences.extend(found);
+    Ok(VerifyReport {
+        catalog_managed,
+        ..report(
+            request,
+            (&read.database, &read.name),
+            committed,
+            (version, mirrored.snapshot_id),
+            counts,
+            differences,
+            started,
+            &counters,
+        )
+    })
+}
+
+/// The Delta version to verify (asked for, or the one the mirror holds) and the snapshot
+/// of the `chain` that mirrors it.
+fn mirrored_version<'c>(
+    request: &VerifyRequest,
+    read: &CatalogTable,
+    committed: &CommittedTable,
+    chain: &'c [SnapshotVersion],
+) -> Result<(i64, &'c SnapshotVersion)> {
+    let newest_mirrored = chain.iter().find_map(|s| s.delta_version);
+    let version = match request
+        .version
+        .or_else(|| committed.delta_version())
+        .or(newest_mirrored)
+    {
+        Some(version) => version,
+        None => {
+            return Err(Error::NotAMirror(format!(
+                "{} has no snapshot that names a Delta version: it was not written by lakemirror",
+                read.full_name()
+            )));
+        }
+    };
+    let Some(mirrored) = chain.iter().find(|s| s.delta_version == Some(version)) else {
+        return Err(Error::NotAMirror(format!(
+            "{} holds no snapshot of Delta version {version} (expired, or not mirrored yet); the oldest it holds is {}",
+            read.full_name(),
+            chain
+                .iter()
+                .filter_map(|s| s.delta_version)
+                .min()
+                .map_or("none".to_string(), |v| v.to_string())
+        )));
+    };
+    Ok((version, mirrored))
+}
+
+/// Of a catalog-managed Delta table: what its catalog ratified and what is published.
+async fn catalog_managed_status(
+    log: &DeltaLog,
+    committed: &CommittedTable,
+) -> Result<Option<CatalogManagedStatus>> {
+    let Some(id) = committed.catalog_table_id() else {
+        return Ok(None);
+    };
+    log.ratify(Some(id)).await?;
+    let read = log.catalog_managed();
+    Ok(Some(CatalogManagedStatus {
+        table_id: Some(id.to_string()),
+        ratified_version: read.as_ref().and_then(|r| r.ratified_version()),
+        published_version: log.published_version().await?,
+        limited: read.and_then(|r| r.limited()),
+    }))
+}
+
+/// Whether the `mirrored` snapshot was made from this very commit of this very table (a
+/// re-created table reuses version numbers).
+fn identity_differences(
+    mirrored: &SnapshotVersion,
+    delta: &DeltaSnapshot,
+    committed: &CommittedTable,
+    version: i64,
+) -> Vec<Difference> {
+    let mut found = Vec::new();
     if let (Some(recorded), Some(read_hash)) = (mirrored.commit_hash, delta.commit_hash)
         && recorded != read_hash
     {
-        differences.push(Difference::new(
+        found.push(Difference::new(
             DifferenceKind::History,
             None,
             format!(
@@ -256,32 +304,45 @@ pub async fn verify(
         delta.metadata().and_then(|m| m.id.as_deref()),
     ) && recorded != id
     {
-        differences.push(Difference::new(
+        found.push(Difference::new(
             DifferenceKind::History,
             None,
             format!("the mirror was made from Delta table {recorded}, the log is of table {id}"),
         ));
     }
+    found
+}
 
+/// The files (and schema) of `snapshot` against those Delta's snapshot `delta` maps to.
+async fn content_differences(
+    writer: &MetadataWriter,
+    data: &TableStorage,
+    committed: &CommittedTable,
+    snapshot: &SnapshotRef,
+    delta: &DeltaSnapshot,
+    snapshots_checked: usize,
+) -> Result<(Vec<Difference>, Counts)> {
+    let metadata = &committed.metadata;
     // What the mirror should hold, planned against the snapshot's own schema.
     let mut view = committed.view()?;
     if let Some(schema) = metadata.schema_by_id(snapshot.schema_id().unwrap_or_default()) {
         view.schema = schema.as_ref().clone();
     }
-    let plan = plan_full(data.scope(), Some(&view), &delta, view.format_version)?;
+    let plan = plan_full(data.scope(), Some(&view), delta, view.format_version)?;
+    let mut found = Vec::new();
     if plan.schema.is_some() {
-        differences.push(Difference::new(
+        found.push(Difference::new(
             DifferenceKind::Schema,
             None,
             format!(
-                "the schema of snapshot {} is not the one Delta version {version}'s schema maps to (columns or field IDs differ)",
-                mirrored.snapshot_id
+                "the schema of snapshot {} is not the one Delta version {}'s schema maps to (columns or field IDs differ)",
+                snapshot.snapshot_id(),
+                delta.version
             ),
         ));
     }
-    let writer = MetadataWriter::new(metadata_store, data);
     let live = writer.live_files_of(metadata, snapshot).await?;
-    differences.extend(compare_files(&plan.added, &live));
+    found.extend(compare_files(&plan.added, &live));
     let counts = Counts {
         delta_files: plan.added.len(),
         data_files: live
@@ -297,21 +358,9 @@ pub async fn verify(
             .iter()
             .filter(|f| f.record_count.is_none())
             .count(),
-        snapshots_checked: chain.len(),
+        snapshots_checked,
     };
-    Ok(VerifyReport {
-        catalog_managed,
-        ..report(
-            request,
-            (&read.database, &read.name),
-            committed,
-            (version, mirrored.snapshot_id),
-            counts,
-            differences,
-            started,
-            &counters,
-        )
-    })
+    Ok((found, counts))
 }
 
 #[derive(Debug, Default)]
