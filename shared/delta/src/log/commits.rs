@@ -1,0 +1,229 @@
+//! Reading commits: fetched by name or from a listing, parsed within the limits, and the
+//! commits found after a version.
+
+use futures::{StreamExt, TryStreamExt, stream};
+
+use crate::actions::DeltaCommit;
+use crate::error::{Error, Result};
+
+use super::{DeltaLog, FETCH_CONCURRENCY, LogFileKind};
+
+/// Commits found after a version.
+#[derive(Debug)]
+pub enum CommitsSince {
+    /// Every commit from the next version up to the target, in order (maybe none).
+    Contiguous(Vec<DeltaCommit>),
+    /// The commit right after the version is gone (log cleanup): rebuild from a checkpoint.
+    Gap { first_available: Option<i64> },
+}
+
+impl DeltaLog {
+    pub(super) async fn read_commit(
+        &self,
+        version: i64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<DeltaCommit> {
+        let (bytes, time_ms) = self.commit_bytes(version, meta).await?;
+        self.parse_commit(version, &bytes, time_ms)
+    }
+
+    /// The bytes of commit `version` (listed as `meta`) and its file's time.
+    pub(super) async fn commit_bytes(
+        &self,
+        version: i64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<(bytes::Bytes, i64)> {
+        let location = self.table.location_of_key(&meta.location);
+        let (bytes, meta) = self
+            .table
+            .get_at_most(&location, self.limits.file_bytes)
+            .await?
+            .ok_or_else(|| self.malformed(format!("commit {version} vanished while reading")))?;
+        Ok((bytes, meta.last_modified.timestamp_millis()))
+    }
+
+    /// Parses a commit held whole, after checking that its actions (about one a line) fit
+    /// the files one read holds.
+    fn parse_commit(&self, version: i64, bytes: &[u8], time_ms: i64) -> Result<DeltaCommit> {
+        let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+        if lines > self.limits.held_files {
+            return Err(self.too_many_files(version));
+        }
+        DeltaCommit::parse(version, bytes, time_ms).map_err(|reason| self.malformed(reason))
+    }
+
+    /// The commits after `version` up to `target` (newest when None). `known` is a version
+    /// the log is known to hold (the commit an event announced): without a target, the
+    /// commits up to it are read and newer ones are left to their own events.
+    ///
+    /// Commit files are fetched by name and the log is listed only when a name is missing
+    /// (nothing new, or cleaned up) or more than one commit is new and nothing bounds them:
+    /// a LIST costs more than a GET on S3, and some stores list in time that grows with
+    /// the bucket, while the usual sync has one new commit.
+    pub async fn commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+        known: Option<i64>,
+    ) -> Result<CommitsSince> {
+        if target.is_some_and(|t| t <= version) {
+            return Ok(CommitsSince::Contiguous(Vec::new()));
+        }
+        let named = target.or(known.filter(|k| *k > version));
+        if let Some(last) = named {
+            if let Some(commits) = self.fetch_commits(version + 1, last).await? {
+                return Ok(CommitsSince::Contiguous(commits));
+            }
+        } else if let Some(first) = self.fetch_commit(version + 1).await? {
+            let Some(second) = self.fetch_commit(version + 2).await? else {
+                return Ok(CommitsSince::Contiguous(vec![first]));
+            };
+            // Catching up on several commits: list the rest.
+            if let CommitsSince::Contiguous(rest) =
+                self.listed_commits_since(version + 2, None).await?
+            {
+                return Ok(CommitsSince::Contiguous(
+                    [first, second].into_iter().chain(rest).collect(),
+                ));
+            }
+        }
+        self.listed_commits_since(version, target).await
+    }
+
+    /// Whether the log holds commit `version` (published, or ratified by the table's catalog):
+    /// one request, which is how a sync announced by an old event finds commits whose own
+    /// events were lost.
+    pub async fn has_commit(&self, version: i64) -> Result<bool> {
+        Ok(self.commit_file_bytes(version).await?.is_some())
+    }
+
+    /// Commit `version`, if its file exists.
+    async fn fetch_commit(&self, version: i64) -> Result<Option<DeltaCommit>> {
+        let Some((bytes, meta)) = self.commit_file_bytes(version).await? else {
+            return Ok(None);
+        };
+        self.parse_commit(version, &bytes, meta.last_modified.timestamp_millis())
+            .map(Some)
+    }
+
+    /// The bytes of commit `version`, read within the limits: its published file, else, for
+    /// a catalog-managed table, the staged file its catalog ratified; None when neither
+    /// exists (or the catalog's newest version is older).
+    pub(super) async fn commit_file_bytes(
+        &self,
+        version: i64,
+    ) -> Result<Option<(bytes::Bytes, object_store::ObjectMeta)>> {
+        let ratified = self.ratified();
+        if ratified
+            .as_ref()
+            .is_some_and(|r| version > r.latest_version)
+        {
+            return Ok(None);
+        }
+        let published = self.commit_file(version);
+        if let Some(found) = self
+            .table
+            .get_at_most(&published, self.limits.file_bytes)
+            .await?
+        {
+            return Ok(Some(found));
+        }
+        let Some(commit) = ratified.and_then(|r| r.commits.get(&version).cloned()) else {
+            return Ok(None);
+        };
+        let staged = self.staged_file(&commit.file_name);
+        if let Some(found) = self
+            .table
+            .get_at_most(&staged, self.limits.file_bytes)
+            .await?
+        {
+            return Ok(Some(found));
+        }
+        // Published and cleaned up since the catalog was asked.
+        self.table
+            .get_at_most(&published, self.limits.file_bytes)
+            .await?
+            .map(Some)
+            .ok_or_else(|| {
+                self.malformed(format!(
+                    "version {version} is ratified as {staged}, which does not exist, and is not published either"
+                ))
+            })
+    }
+
+    /// Commits `first..=last`, fetched by name; None when one of them does not exist.
+    async fn fetch_commits(&self, first: i64, last: i64) -> Result<Option<Vec<DeltaCommit>>> {
+        let fetched: Vec<Option<DeltaCommit>> = stream::iter(first..=last)
+            .map(|v| self.fetch_commit(v))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(fetched.into_iter().collect())
+    }
+
+    /// [`Self::commits_since`] from a listing of the log.
+    async fn listed_commits_since(
+        &self,
+        version: i64,
+        target: Option<i64>,
+    ) -> Result<CommitsSince> {
+        let listed = self.list(Some(version)).await?;
+        let mut wanted = Vec::new();
+        let mut expected = version + 1;
+        for (kind, meta) in &listed {
+            let LogFileKind::Commit(v) = *kind else {
+                continue;
+            };
+            if target.is_some_and(|t| v > t) {
+                break;
+            }
+            if v != expected {
+                if wanted.is_empty() {
+                    return Ok(CommitsSince::Gap {
+                        first_available: Some(v),
+                    });
+                }
+                return Err(self.malformed(format!("commit {expected} is missing but {v} exists")));
+            }
+            wanted.push((v, meta));
+            expected += 1;
+        }
+        // A checkpoint past `version` without the commits before it: they were cleaned up.
+        let in_range = |v: i64| v > version && target.is_none_or(|t| v <= t);
+        if wanted.is_empty()
+            && listed.iter().any(|(kind, _)| match *kind {
+                LogFileKind::Checkpoint { version: v, .. } | LogFileKind::V2Checkpoint(v) => {
+                    in_range(v)
+                }
+                _ => false,
+            })
+        {
+            return Ok(CommitsSince::Gap {
+                first_available: None,
+            });
+        }
+        let commits: Vec<DeltaCommit> = stream::iter(wanted)
+            .map(|(v, meta)| self.read_commit(v, meta))
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        if let Some(t) = target
+            && commits.last().map(|c| c.version) != Some(t)
+        {
+            return Err(Error::NoSuchVersion {
+                table: self.table.root_uri().to_string(),
+                version: t,
+                newest: Some(commits.last().map_or(version, |c| c.version)),
+            });
+        }
+        Ok(CommitsSince::Contiguous(commits))
+    }
+
+    /// [`DeltaCommit::content_hash`] of commit `version`; None when its file is gone.
+    pub async fn commit_hash(&self, version: i64) -> Result<Option<u64>> {
+        Ok(self
+            .commit_file_bytes(version)
+            .await?
+            .map(|(bytes, _)| crate::actions::content_hash(&bytes)))
+    }
+}

@@ -1,0 +1,111 @@
+//! The recent history of a table: its state at the start of a window of versions and the
+//! commits after it, one snapshot per version.
+
+use futures::{StreamExt, TryStreamExt, stream};
+
+use crate::actions::DeltaCommit;
+use crate::error::{Error, Result};
+use crate::replay::ActiveFileSet;
+
+use super::checkpoints::{Reading, first_complete_checkpoint, newest_complete_checkpoint};
+use super::{DeltaLog, DeltaSnapshot, FETCH_CONCURRENCY, LogFileKind};
+
+impl DeltaLog {
+    /// The table at the start of its newest `versions` versions up to `target` (the newest
+    /// when None), or at `floor` when that is later, and the commits after it up to the
+    /// target: the base and the steps of a history of one snapshot per version. With
+    /// `since_checkpoint`, no earlier than the newest checkpoint: only the commits a replay
+    /// reads anyway. When the log cannot rebuild the table at that start (no checkpoint at or
+    /// before it), the history starts at the first checkpoint after it.
+    ///
+    /// A catalog-managed table is read as its catalog has it, as [`Self::snapshot`] reads it.
+    pub async fn recent_history(
+        &self,
+        target: Option<i64>,
+        versions: u64,
+        floor: Option<i64>,
+        since_checkpoint: bool,
+    ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
+        loop {
+            let (base, commits) = match self
+                .read_recent_history(target, versions, floor, since_checkpoint)
+                .await
+            {
+                Err(e @ Error::NoSuchVersion { .. }) if self.catalog_managed().is_none() => {
+                    self.definition().await?;
+                    match self.ratified() {
+                        Some(_) => continue,
+                        None => return Err(e),
+                    }
+                }
+                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
+                    self.ratify(table_id.as_deref()).await?;
+                    continue;
+                }
+                other => other?,
+            };
+            let protocol = commits.iter().rev().find_map(|c| c.protocol.as_ref());
+            let metadata = commits.iter().rev().find_map(|c| c.metadata.as_ref());
+            let (protocol, metadata) = (protocol.or(base.protocol()), metadata.or(base.metadata()));
+            if !self.discovered(protocol, metadata).await? {
+                return Ok((base, commits));
+            }
+        }
+    }
+
+    async fn read_recent_history(
+        &self,
+        target: Option<i64>,
+        versions: u64,
+        floor: Option<i64>,
+        since_checkpoint: bool,
+    ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
+        let back = match since_checkpoint {
+            true => 0,
+            false => i64::try_from(versions.max(1)).unwrap_or(i64::MAX),
+        };
+        let (mut listed, version) = self.listed_to(target, back).await?;
+        let checkpoint = since_checkpoint
+            .then(|| newest_complete_checkpoint(&listed, version).map(|(v, _)| v))
+            .flatten();
+        let window = i64::try_from(versions.max(1)).unwrap_or(i64::MAX);
+        let wanted = version
+            .saturating_sub(window - 1)
+            .max(floor.unwrap_or(0))
+            .max(checkpoint.unwrap_or(0))
+            .clamp(0, version);
+        let rebuildable = |listed: &[(LogFileKind, object_store::ObjectMeta)], at: i64| {
+            newest_complete_checkpoint(listed, at).is_some()
+                || listed.iter().any(|(k, _)| *k == LogFileKind::Commit(0))
+        };
+        if !rebuildable(&listed, wanted) {
+            // The tail listed may start after the checkpoint that rebuilds `wanted`.
+            listed = self.list(None).await?;
+        }
+        let start = if rebuildable(&listed, wanted) {
+            wanted
+        } else {
+            first_complete_checkpoint(&listed, wanted, version).unwrap_or(version)
+        };
+        let base = self
+            .replay(
+                &listed,
+                start,
+                Reading::Everything,
+                ActiveFileSet::default(),
+            )
+            .await?;
+        let commits: Vec<DeltaCommit> = stream::iter(start + 1..=version)
+            .map(|v| {
+                let meta = listed
+                    .iter()
+                    .find_map(|(k, m)| (*k == LogFileKind::Commit(v)).then_some(m))
+                    .ok_or_else(|| self.malformed(format!("commit {v} is missing")));
+                async move { self.read_commit(v, meta?).await }
+            })
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok((base, commits))
+    }
+}
