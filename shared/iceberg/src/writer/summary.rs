@@ -209,7 +209,7 @@ mod tests {
             replaced_deletes: Counts::new(1, 3),
             ..Changed::default()
         };
-        // A replace takes the totals away as it starts (state.rs), then adds what arrives.
+        // A replace takes the totals away as it starts (state/bucket_manifests.rs), then adds what arrives.
         let after = Totals::default().after(&changed);
         assert_eq!(after.data, Counts::new(5, 50));
         assert_eq!(changed.removed(), Counts::new(4, 40));
