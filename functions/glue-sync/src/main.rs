@@ -8,7 +8,7 @@
 //! | `TABLE_PREFIXES` | comma-separated `s3://bucket/prefix` roots to mirror (default: all) |
 //! | `DEAD_LETTER_QUEUE_URL` | SQS queue for events that can never succeed (parked once, not retried) |
 //! | `REST_CATALOG_URI`, `REST_CATALOG_WAREHOUSE`, `REST_CATALOG_TOKEN`, `REST_CATALOG_CREDENTIAL`, `REST_CATALOG_OAUTH2_SERVER_URI`, `REST_CATALOG_SCOPE`, `REST_CATALOG_SIGNING_NAME`, `REST_CATALOG_SIGNING_REGION`, `REST_CATALOG_TOKEN_SECRET_ARN`, `REST_CATALOG_CREDENTIAL_SECRET_ARN` | mirror into an Iceberg REST catalog instead of Glue (see docs/rest-catalog.md) |
-//! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES`, `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR` | see README, "Configuration" |
+//! | `ICEBERG_FORMAT_VERSION`, `ON_MISSING_SOURCE`, `ALLOWED_GLUE_DATABASES`, `TABLE_NAME_FROM_PATH`, `BOOTSTRAP_GROUP_FILES`, `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR` | the sync settings, each declared once in `lakemirror_mirror::settings::SETTINGS` (variable, SAM parameter, default, flag); see docs/deployment.md |
 //! | `UC_URL`, `UC_TOKEN_SECRET_ARN` | the Unity Catalog that ratifies catalog-managed Delta tables' commits (without it they are mirrored up to their newest published version; see docs/catalog-managed.md) |
 //! | `AWS_LAMBDA_LOG_FORMAT` | `JSON` for structured logs (set by Lambda's logging config) |
 

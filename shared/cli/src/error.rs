@@ -33,7 +33,7 @@ pub enum Error {
 
 impl Error {
     /// The flag that fixes this error, when one does.
-    pub fn hint(&self) -> Option<&'static str> {
+    pub fn hint(&self) -> Option<String> {
         if let Error::Rest(lakemirror_rest::Error::Setting { name, .. }) = self {
             return flag_of(name);
         }
@@ -57,7 +57,7 @@ impl Error {
             },
         };
         if let Some(lakemirror_delta::Error::NotADeltaTable(_)) = delta {
-            return Some("--table-uri");
+            return Some("--table-uri".to_string());
         }
         let lakebase = match self {
             Error::Lakebase(e) => Some(e),
@@ -66,13 +66,16 @@ impl Error {
         };
         if let Some(setting) = lakebase.and_then(|e| e.setting()) {
             use lakemirror_lakebase::Setting;
-            return Some(match setting {
-                Setting::FullRefresh => "--mode full_refresh",
-                Setting::ConflictOnExisting => "--conflict-on-existing replace",
-                Setting::PostgresUrl => "--postgres-url",
-                Setting::UnityCatalog => "--uc-url, --uc-token",
-                Setting::ShowValues => "--show-values shows the values",
-            });
+            return Some(
+                match setting {
+                    Setting::FullRefresh => "--mode full_refresh",
+                    Setting::ConflictOnExisting => "--conflict-on-existing replace",
+                    Setting::PostgresUrl => "--postgres-url",
+                    Setting::UnityCatalog => "--uc-url, --uc-token",
+                    Setting::ShowValues => "--show-values shows the values",
+                }
+                .to_string(),
+            );
         }
         let unity = match (self, lakebase) {
             (Error::Unity(e), _) => Some(e),
@@ -82,13 +85,16 @@ impl Error {
         };
         if let Some(setting) = unity.and_then(|e| e.setting()) {
             use lakemirror_unity::Setting;
-            return Some(match setting {
-                Setting::Catalog => "--catalog",
-                Setting::Schema => "--schema",
-                Setting::Table => "--table",
-                Setting::Token => "--uc-token",
-                Setting::SourceTable => "--source-table",
-            });
+            return Some(
+                match setting {
+                    Setting::Catalog => "--catalog",
+                    Setting::Schema => "--schema",
+                    Setting::Table => "--table",
+                    Setting::Token => "--uc-token",
+                    Setting::SourceTable => "--source-table",
+                }
+                .to_string(),
+            );
         }
         match mirror {
             Some(lakemirror_mirror::Error::Setting { name, .. }) => return flag_of(name),
@@ -96,14 +102,16 @@ impl Error {
                 lakemirror_plan::Error::Setting { name, .. },
             ))) => return flag_of(name),
             Some(lakemirror_mirror::Error::SourceMissing { .. }) => {
-                return Some("--on-missing-source=drop");
+                return Some("--on-missing-source=drop".to_string());
             }
-            Some(lakemirror_mirror::Error::NotAMirror(_)) => return Some("--glue-table"),
+            Some(lakemirror_mirror::Error::NotAMirror(_)) => {
+                return Some("--glue-table".to_string());
+            }
             _ => {}
         }
         match iceberg? {
-            lakemirror_iceberg::Error::NoSuchDatabase(_) => Some("--glue-database"),
-            lakemirror_iceberg::Error::CatalogState(_) => Some("--glue-table"),
+            lakemirror_iceberg::Error::NoSuchDatabase(_) => Some("--glue-database".to_string()),
+            lakemirror_iceberg::Error::CatalogState(_) => Some("--glue-table".to_string()),
             _ => None,
         }
     }
@@ -117,24 +125,24 @@ impl Error {
     }
 }
 
-/// The flag that sets the glue-sync setting `name` (the flag's environment variable).
-pub(crate) fn flag_of(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "ICEBERG_FORMAT_VERSION" => "--iceberg-format-version",
-        "ON_MISSING_SOURCE" => "--on-missing-source",
-        "ALLOWED_GLUE_DATABASES" => "--allowed-glue-databases",
-        "TABLE_NAME_FROM_PATH" => "--table-name-from-path",
-        "BOOTSTRAP_GROUP_FILES" => "--bootstrap-group-files",
-        "HISTORY_RECENT_VERSIONS" => "--history-recent-versions",
-        "HISTORY_HOURLY_FOR" => "--history-hourly-for",
-        "REST_CATALOG_URI" => "--rest-catalog-uri",
-        "REST_CATALOG_WAREHOUSE" => "--rest-catalog-warehouse",
-        "REST_CATALOG_TOKEN" => "--rest-catalog-token",
-        "REST_CATALOG_CREDENTIAL" => "--rest-catalog-credential",
-        "REST_CATALOG_OAUTH2_SERVER_URI" => "--rest-catalog-oauth2-server-uri",
-        "REST_CATALOG_SCOPE" => "--rest-catalog-scope",
-        "REST_CATALOG_SIGNING_NAME" => "--rest-catalog-signing-name",
-        "REST_CATALOG_SIGNING_REGION" => "--rest-catalog-signing-region",
-        _ => return None,
-    })
+/// The flag that sets the setting `name` (the flag's environment variable).
+pub(crate) fn flag_of(name: &str) -> Option<String> {
+    use lakemirror_mirror::settings::SETTINGS;
+    if let Some(setting) = SETTINGS.iter().find(|s| s.variable == name) {
+        return Some(setting.flag());
+    }
+    Some(
+        match name {
+            "REST_CATALOG_URI" => "--rest-catalog-uri",
+            "REST_CATALOG_WAREHOUSE" => "--rest-catalog-warehouse",
+            "REST_CATALOG_TOKEN" => "--rest-catalog-token",
+            "REST_CATALOG_CREDENTIAL" => "--rest-catalog-credential",
+            "REST_CATALOG_OAUTH2_SERVER_URI" => "--rest-catalog-oauth2-server-uri",
+            "REST_CATALOG_SCOPE" => "--rest-catalog-scope",
+            "REST_CATALOG_SIGNING_NAME" => "--rest-catalog-signing-name",
+            "REST_CATALOG_SIGNING_REGION" => "--rest-catalog-signing-region",
+            _ => return None,
+        }
+        .to_string(),
+    )
 }

@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use lakemirror_mirror::discover::{Progress, backfill, discover_tables, plan_names};
+use lakemirror_mirror::settings::{SETTINGS, Setting};
 use lakemirror_mirror::status::{one_line, text_table};
-use lakemirror_mirror::{SyncRequest, SyncSettings, fanout, sync_table};
-use lakemirror_plan::history;
+use lakemirror_mirror::{SyncRequest, SyncSettings, sync_table};
 use lakemirror_storage::IoCounters;
+use std::collections::BTreeMap;
 
 use crate::{Context, Error, Result};
 
@@ -47,120 +48,95 @@ pub(crate) struct Args {
     pub sync: SyncArgs,
 }
 
-/// How a mirror is made, as the glue-sync function's settings of the same names say (one
-/// parser for both: `SyncSettings::from_settings`). Shared by glue-sync and invoke
-/// glue-sync; fan-out plan takes the new table's part ([`TableArgs`]).
-#[derive(clap::Args, Clone)]
+/// How a mirror is made: a flag per glue-sync setting, built from its one declaration
+/// ([`SETTINGS`]: flag, environment variable, default, values, help) and read by the
+/// function's own parser. Shared by sync and invoke glue-sync.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct SyncArgs {
-    #[command(flatten)]
-    pub table: TableArgs,
-    /// When the Delta table is gone (no _delta_log with a commit or checkpoint) but its
-    /// Glue table is there: keep (fail with "source table missing" and leave the Glue
-    /// table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).
-    #[arg(long, env = "ON_MISSING_SOURCE", default_value = "keep", value_parser = ["keep", "drop"])]
-    pub on_missing_source: String,
-    /// A new mirror of a table whose checkpoint holds more actions is bootstrapped in
-    /// groups of about this many files, one group after another, from spill files in the
-    /// temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.
-    #[arg(long, env = "BOOTSTRAP_GROUP_FILES", default_value_t = fanout::BOOTSTRAP_GROUP_FILES, value_parser = clap::value_parser!(u64).range(1..))]
-    pub bootstrap_group_files: u64,
-    /// The newest this many Delta versions keep an Iceberg snapshot each (exact time travel);
-    /// older ones are thinned to one snapshot per hour, then per day. The Delta table
-    /// property lakemirror.history.recent-versions overrides it.
-    #[arg(long, env = "HISTORY_RECENT_VERSIONS", default_value_t = history::DEFAULT_RECENT_VERSIONS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub history_recent_versions: u64,
-    /// For how long before the newest commit the versions older than those keep one snapshot
-    /// per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention
-    /// expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property
-    /// lakemirror.history.hourly-for overrides it.
-    #[arg(long, env = "HISTORY_HOURLY_FOR", default_value = "1 day", value_parser = valid(history::parse_hourly_for))]
-    pub history_hourly_for: String,
+    values: BTreeMap<&'static str, String>,
 }
 
 /// What a new mirror is and what it is called: the settings a fanned-out bootstrap's plan
-/// takes too.
-#[derive(clap::Args, Clone)]
+/// takes (those declared `of_new_table`).
+#[derive(Clone, Debug, Default)]
 pub(crate) struct TableArgs {
-    /// Iceberg format version of a newly created mirror: 2 (deletion vectors become
-    /// position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta
-    /// table property lakemirror.iceberg.format-version overrides it; an existing mirror
-    /// keeps its version.
-    #[arg(long, env = "ICEBERG_FORMAT_VERSION", default_value = "2", value_parser = ["2", "3"])]
-    pub iceberg_format_version: String,
-    /// The Glue databases a Delta table's own lakemirror.glue.database /
-    /// lakemirror.glue.table properties may choose, as a regex over the whole name
-    /// [default: none: those properties are ignored, with a warning].
-    #[arg(long, env = "ALLOWED_GLUE_DATABASES")]
-    pub allowed_glue_databases: Option<String>,
-    /// The default Glue table name: folder (the folder's name), path (the whole path below
-    /// the bucket) or unique-path (the path, plus a digest when it is not plain lower-case
-    /// letters and digits, so no two locations of a bucket share a name).
-    #[arg(long, env = "TABLE_NAME_FROM_PATH", default_value = "folder", value_parser = ["folder", "path", "unique-path"])]
-    pub table_name_from_path: String,
+    values: BTreeMap<&'static str, String>,
 }
 
-/// A clap parser that checks a value with `parse` and keeps its text (for the one parser,
-/// `SyncSettings::from_settings`, that reads it).
-fn valid<T>(
-    parse: fn(&str) -> std::result::Result<T, String>,
-) -> impl Fn(&str) -> std::result::Result<String, String> + Clone {
-    move |value| parse(value).map(|_| value.to_string())
+/// The declared settings a command takes: all, or a new mirror's only.
+fn declared(new_table_only: bool) -> impl Iterator<Item = &'static Setting> {
+    SETTINGS
+        .iter()
+        .filter(move |s| !new_table_only || s.of_new_table)
 }
 
-impl SyncArgs {
-    /// The settings these flags (or their environment variables) give.
-    pub(crate) fn settings(&self) -> Result<SyncSettings> {
-        let mut values = self.table.values();
-        values.extend([
-            ("ON_MISSING_SOURCE", Some(self.on_missing_source.clone())),
-            (
-                "BOOTSTRAP_GROUP_FILES",
-                Some(self.bootstrap_group_files.to_string()),
-            ),
-            (
-                "HISTORY_RECENT_VERSIONS",
-                Some(self.history_recent_versions.to_string()),
-            ),
-            ("HISTORY_HOURLY_FOR", Some(self.history_hourly_for.clone())),
-        ]);
-        settings_of(&values)
+/// The flag of `setting`: it reads the function's variable, shows the declared default and
+/// values, and refuses a value the function would refuse.
+fn flag(setting: &'static Setting) -> clap::Arg {
+    let arg = clap::Arg::new(setting.variable)
+        .long(setting.flag().trim_start_matches('-').to_string())
+        .env(setting.variable)
+        .help(setting.help)
+        .default_value(setting.default);
+    if setting.values.is_empty() {
+        arg.value_parser(move |value: &str| setting.check(value).map(|()| value.to_string()))
+    } else {
+        arg.value_parser(clap::builder::PossibleValuesParser::new(setting.values))
     }
 }
 
-impl TableArgs {
-    /// The settings these flags give; the others at their defaults.
-    pub(crate) fn settings(&self) -> Result<SyncSettings> {
-        settings_of(&self.values())
-    }
-
-    /// The flags' values by setting name.
-    fn values(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![
-            (
-                "ICEBERG_FORMAT_VERSION",
-                Some(self.iceberg_format_version.clone()),
-            ),
-            (
-                "ALLOWED_GLUE_DATABASES",
-                self.allowed_glue_databases.clone(),
-            ),
-            (
-                "TABLE_NAME_FROM_PATH",
-                Some(self.table_name_from_path.clone()),
-            ),
-        ]
-    }
+fn with_flags(command: clap::Command, new_table_only: bool) -> clap::Command {
+    declared(new_table_only).fold(command, |command, setting| command.arg(flag(setting)))
 }
 
-/// The function's parser over flag values by setting name.
-fn settings_of(values: &[(&str, Option<String>)]) -> Result<SyncSettings> {
-    Ok(SyncSettings::from_settings(&|name| {
-        values
-            .iter()
-            .find(|(known, _)| *known == name)
-            .and_then(|(_, value)| value.clone())
-    })?)
+fn values_of(matches: &clap::ArgMatches, new_table_only: bool) -> BTreeMap<&'static str, String> {
+    declared(new_table_only)
+        .filter_map(|s| Some((s.variable, matches.get_one::<String>(s.variable)?.clone())))
+        .collect()
 }
+
+macro_rules! setting_args {
+    ($args:ty, $new_table_only:expr) => {
+        impl clap::Args for $args {
+            fn augment_args(command: clap::Command) -> clap::Command {
+                with_flags(command, $new_table_only)
+            }
+            fn augment_args_for_update(command: clap::Command) -> clap::Command {
+                with_flags(command, $new_table_only)
+            }
+        }
+
+        impl clap::FromArgMatches for $args {
+            fn from_arg_matches(
+                matches: &clap::ArgMatches,
+            ) -> std::result::Result<Self, clap::Error> {
+                Ok(Self {
+                    values: values_of(matches, $new_table_only),
+                })
+            }
+            fn update_from_arg_matches(
+                &mut self,
+                matches: &clap::ArgMatches,
+            ) -> std::result::Result<(), clap::Error> {
+                self.values.extend(values_of(matches, $new_table_only));
+                Ok(())
+            }
+        }
+
+        impl $args {
+            /// The settings these flags (or their environment variables) give; the others
+            /// at their defaults.
+            pub(crate) fn settings(&self) -> Result<SyncSettings> {
+                Ok(SyncSettings::from_settings(&|name| {
+                    self.values.get(name).cloned()
+                })?)
+            }
+        }
+    };
+}
+
+setting_args!(SyncArgs, false);
+setting_args!(TableArgs, true);
 
 impl Args {
     /// The request these flags describe (`table_uri` empty with --discover).
@@ -401,9 +377,9 @@ pub(crate) fn print_json(value: &serde_json::Value) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
-    use lakemirror_mirror::SyncSettings;
+    use lakemirror_mirror::settings::SETTINGS;
 
-    use super::SyncArgs;
+    use super::{SyncArgs, TableArgs};
 
     #[derive(Parser)]
     struct Flags {
@@ -411,53 +387,52 @@ mod tests {
         sync: SyncArgs,
     }
 
-    #[test]
-    fn each_flag_reads_the_functions_setting_of_the_same_name() {
-        let command = Flags::command();
-        let read: Vec<String> = command
+    #[derive(Parser)]
+    struct NewTableFlags {
+        #[command(flatten)]
+        table: TableArgs,
+    }
+
+    fn read_variables(command: &clap::Command) -> Vec<String> {
+        command
             .get_arguments()
             .filter_map(|a| a.get_env())
             .map(|env| env.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn each_declared_setting_is_a_flag_reading_its_variable_and_a_new_tables_only_its_own() {
+        let all: Vec<&str> = SETTINGS.iter().map(|s| s.variable).collect();
+        assert_eq!(read_variables(&Flags::command()), all);
+        let of_new_table: Vec<&str> = SETTINGS
+            .iter()
+            .filter(|s| s.of_new_table)
+            .map(|s| s.variable)
             .collect();
-        let mut expected = SyncSettings::VARIABLES.to_vec();
-        let mut read: Vec<&str> = read.iter().map(String::as_str).collect();
-        expected.sort_unstable();
-        read.sort_unstable();
-        assert_eq!(read, expected);
-        for argument in command.get_arguments().filter(|a| a.get_long().is_some()) {
-            let flag = format!("--{}", argument.get_long().unwrap());
+        assert_eq!(read_variables(&NewTableFlags::command()), of_new_table);
+        for argument in Flags::command().get_arguments() {
             let env = argument.get_env().unwrap().to_string_lossy().into_owned();
-            assert_eq!(crate::error::flag_of(&env), Some(flag.as_str()), "{env}");
+            let flag = format!("--{}", argument.get_long().unwrap());
+            assert_eq!(crate::error::flag_of(&env).as_deref(), Some(flag.as_str()));
         }
     }
 
     #[test]
-    fn the_flags_defaults_are_the_functions_defaults() {
-        // From the declared defaults, not a parse: a parse would read the environment.
-        let command = Flags::command();
-        let defaults: Vec<(String, String)> = command
-            .get_arguments()
-            .filter_map(|a| {
-                let env = a.get_env()?.to_string_lossy().into_owned();
-                let value = a
-                    .get_default_values()
-                    .first()?
-                    .to_string_lossy()
-                    .into_owned();
-                Some((env, value))
-            })
-            .collect();
-        let settings = SyncSettings::from_settings(&|name| {
-            defaults
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.clone())
-        })
-        .unwrap();
-        assert_eq!(
-            format!("{settings:?}"),
-            format!("{:?}", SyncSettings::default())
-        );
+    fn a_value_the_function_would_refuse_is_refused_by_the_flag() {
+        for (flag, value) in [
+            ("--iceberg-format-version", "4"),
+            ("--bootstrap-group-files", "0"),
+            ("--history-recent-versions", "none"),
+            ("--history-hourly-for", "soon"),
+            ("--table-name-from-path", "random"),
+            ("--allowed-glue-databases", "("),
+        ] {
+            assert!(
+                Flags::try_parse_from(["lakemirror", flag, value]).is_err(),
+                "{flag} {value}"
+            );
+        }
     }
 
     #[test]
@@ -476,6 +451,9 @@ mod tests {
         assert_eq!(settings.format_version, iceberg::spec::FormatVersion::V3);
         assert_eq!(settings.history.hourly_for_ms, 2 * 3_600_000);
         assert!(settings.allowed_databases.unwrap().is_match("team_x"));
-        assert!(Flags::try_parse_from(["lakemirror", "--history-hourly-for", "soon"]).is_err());
+        assert_eq!(
+            flags.sync.settings().unwrap().bootstrap_group_files,
+            250_000
+        );
     }
 }

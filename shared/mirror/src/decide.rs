@@ -52,7 +52,7 @@ pub(crate) async fn plan(
                 log.table().scope(),
                 Some(&view),
                 snapshot,
-                request.format_version,
+                request.settings.format_version,
             )?],
             metadata.as_ref(),
         ));
@@ -151,7 +151,8 @@ async fn plan_new_mirror(
             planned => return planned,
         }
     }
-    let grouped = GroupedBootstrap::read(log, to_version, request.bootstrap_group_files).await?;
+    let grouped =
+        GroupedBootstrap::read(log, to_version, request.settings.bootstrap_group_files).await?;
     Ok(Planned {
         plans: Vec::new(),
         newest_metadata: grouped.metadata().cloned(),
@@ -268,7 +269,7 @@ pub(crate) async fn checked_full(
             log.table().scope(),
             Some(view),
             &snapshot,
-            request.format_version,
+            request.settings.format_version,
         ) {
             Err(lakemirror_plan::Error::RebuildNeeded { reason, .. }) => {
                 rebuild(
@@ -303,7 +304,7 @@ pub(crate) async fn rebuild(
 ) -> Result<Planned> {
     let root = log.table().root_uri();
     let mut floor = from;
-    let mut versions = request.history.recent_versions;
+    let mut versions = request.settings.history.recent_versions;
     let mut read = history;
     loop {
         let history = match read.take() {
@@ -319,7 +320,7 @@ pub(crate) async fn rebuild(
             log.table().scope(),
             None,
             history.base,
-            format_version.unwrap_or(request.format_version),
+            format_version.unwrap_or(request.settings.format_version),
         )?;
         first.format_version = first.format_version.or(format_version);
         let view = IcebergView::of_new_table(&first).ok_or_else(|| {
@@ -379,7 +380,7 @@ impl RecentHistory {
         floor: Option<i64>,
         since_checkpoint: bool,
     ) -> Result<Self> {
-        let versions = request.history.recent_versions;
+        let versions = request.settings.history.recent_versions;
         Self::read_versions(log, request, floor, versions, since_checkpoint).await
     }
 
@@ -424,7 +425,7 @@ pub(crate) async fn bootstraps_in_groups(log: &DeltaLog, request: &SyncRequest) 
     Ok(log
         .last_checkpoint_size()
         .await?
-        .is_some_and(|size| size > request.bootstrap_group_files))
+        .is_some_and(|size| size > request.settings.bootstrap_group_files))
 }
 
 impl Planned {
@@ -468,9 +469,15 @@ pub(crate) fn history_policy(
     plans: &[SnapshotPlan],
 ) -> HistoryPolicy {
     match plans.iter().rev().find_map(|p| p.history.as_ref()) {
-        Some(settings) => request.history.with_settings(settings),
+        Some(settings) => request.settings.history.with_settings(settings),
         None => current
-            .and_then(|c| request.history.overridden_by(c.metadata.properties()).ok())
-            .unwrap_or(request.history),
+            .and_then(|c| {
+                request
+                    .settings
+                    .history
+                    .overridden_by(c.metadata.properties())
+                    .ok()
+            })
+            .unwrap_or(request.settings.history),
     }
 }

@@ -112,7 +112,7 @@ pub async fn plan_names(
             ..request.clone()
         };
         let defaults = target_defaults(&request);
-        let properties = match (&request.allowed_databases, defaults.fixed()) {
+        let properties = match (&request.settings.allowed_databases, defaults.fixed()) {
             (Some(_), None) => {
                 let log = DeltaLog::new(stores.open(table_uri, counters.clone())?);
                 match log.snapshot(None).await {

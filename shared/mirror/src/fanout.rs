@@ -90,8 +90,16 @@ pub async fn plan(
     let (target, named_by) =
         target_defaults(request).resolve(&TargetProperties::of(snapshot.metadata()))?;
     let delta_version = snapshot.version;
-    let empty = plan_full_taking(data.scope(), None, snapshot, request.format_version)?;
-    let format_version = match empty.format_version.unwrap_or(request.format_version) {
+    let empty = plan_full_taking(
+        data.scope(),
+        None,
+        snapshot,
+        request.settings.format_version,
+    )?;
+    let format_version = match empty
+        .format_version
+        .unwrap_or(request.settings.format_version)
+    {
         FormatVersion::V3 => 3,
         _ => 2,
     };

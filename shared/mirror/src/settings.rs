@@ -1,6 +1,11 @@
 //! How a deployment mirrors its tables: the glue-sync settings every entry point shares (the
-//! function's environment, `lakemirror glue-sync`, `fan-out plan` and `invoke glue-sync`),
-//! read by one parser under one name each.
+//! function's environment, `lakemirror sync`, `fan-out plan` and `invoke glue-sync`).
+//!
+//! Each setting is declared once, in [`SETTINGS`]: its environment variable (which the CLI
+//! flag reads too, the flag spelled from it), its SAM parameter, its default, its allowed
+//! values, its help and how it is read. The CLI builds its flags from the table, and a test
+//! here checks that `template.yaml` and `docs/deployment.md` (the README's settings table)
+//! say the same.
 
 use iceberg::spec::FormatVersion;
 use lakemirror_plan::history::{HistoryPolicy, parse_hourly_for, parse_recent_versions};
@@ -8,103 +13,184 @@ use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
 
 use crate::error::{Error, Result};
-use crate::fanout::BOOTSTRAP_GROUP_FILES;
 use crate::sync::{OnMissingSource, SyncRequest};
 
-/// Every setting of a sync but the table itself and where it goes.
+/// Every setting of a sync but the table itself and where it goes ([`SETTINGS`] says what
+/// each field is read from).
 #[derive(Debug, Clone)]
 pub struct SyncSettings {
-    /// `ICEBERG_FORMAT_VERSION`: 2 (default) or 3, for tables created from now on; a Delta
-    /// table's `lakemirror.iceberg.format-version` property overrides it.
     pub format_version: FormatVersion,
-    /// `ON_MISSING_SOURCE`: `keep` (default: the event is parked as "source table missing")
-    /// or `drop` (the Glue table of a Delta table that is gone is deleted).
     pub on_missing_source: OnMissingSource,
-    /// `ALLOWED_GLUE_DATABASES`: the databases a Delta table's `lakemirror.glue.*`
-    /// properties may choose (a regex); unset: the properties are ignored.
     pub allowed_databases: Option<regex::Regex>,
-    /// `TABLE_NAME_FROM_PATH`: `folder` (default), `path` or `unique-path`.
     pub name_from: NameFrom,
-    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table with more files is bootstrapped in
-    /// groups of about this many (default 250,000; about 2 KB of memory per file).
     pub bootstrap_group_files: u64,
-    /// `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR`: the history each mirror keeps; a Delta
-    /// table's `lakemirror.history.*` properties override them.
     pub history: HistoryPolicy,
 }
 
+/// One sync setting, declared once.
+#[derive(Debug)]
+pub struct Setting {
+    /// The function's environment variable, which the CLI flag reads too.
+    pub variable: &'static str,
+    /// The SAM parameter that sets the variable.
+    pub parameter: &'static str,
+    /// The value when it is not set, as it is written; None: unset.
+    pub default: Option<&'static str>,
+    /// The values it takes, when they are a list.
+    pub values: &'static [&'static str],
+    /// Whether it shapes a new mirror (`fan-out plan` takes only these).
+    pub of_new_table: bool,
+    /// What it does: the flag's help, first line first.
+    pub help: &'static str,
+    read: fn(&mut SyncSettings, &str) -> std::result::Result<(), String>,
+}
+
+impl Setting {
+    /// The CLI flag: the variable in lower case, `-` for `_`.
+    pub fn flag(&self) -> String {
+        format!("--{}", self.variable.to_lowercase().replace('_', "-"))
+    }
+
+    /// Whether `value` is one this setting takes (why not, when it is not).
+    pub fn check(&self, value: &str) -> std::result::Result<(), String> {
+        (self.read)(&mut SyncSettings::unread(), value)
+    }
+}
+
+/// The glue-sync settings.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        variable: "ICEBERG_FORMAT_VERSION",
+        parameter: "IcebergFormatVersion",
+        default: Some("2"),
+        values: &["2", "3"],
+        of_new_table: true,
+        help: "Iceberg format version of a newly created mirror: 2 (deletion vectors become position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta table property lakemirror.iceberg.format-version overrides it; an existing mirror keeps its version.",
+        read: |s, value| {
+            s.format_version = parse_format_version(value)
+                .ok_or_else(|| format!("{value:?}: allowed values are 2 and 3"))?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "ON_MISSING_SOURCE",
+        parameter: "OnMissingSource",
+        default: Some("keep"),
+        values: &["keep", "drop"],
+        of_new_table: false,
+        help: "When the Delta table is gone (no _delta_log with a commit or checkpoint) but its Glue table is there: keep (fail with \"source table missing\" and leave the Glue table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).",
+        read: |s, value| {
+            s.on_missing_source = value.parse()?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "ALLOWED_GLUE_DATABASES",
+        parameter: "AllowedGlueDatabases",
+        default: None,
+        values: &[],
+        of_new_table: true,
+        help: "The Glue databases a Delta table's own lakemirror.glue.database / lakemirror.glue.table properties may choose, as a regex over the whole name [default: none: those properties are ignored, with a warning].",
+        read: |s, value| {
+            s.allowed_databases =
+                allowed_names(Some(value), "ALLOWED_GLUE_DATABASES").map_err(|e| match e {
+                    lakemirror_plan::Error::Setting { reason, .. } => reason,
+                    other => other.to_string(),
+                })?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "TABLE_NAME_FROM_PATH",
+        parameter: "TableNameFromPath",
+        default: Some("folder"),
+        values: &["folder", "path", "unique-path"],
+        of_new_table: true,
+        help: "The default Glue table name: folder (the folder's name), path (the whole path below the bucket) or unique-path (the path, plus a digest when it is not plain lower-case letters and digits, so no two locations of a bucket share a name).",
+        read: |s, value| {
+            s.name_from = value.parse()?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "BOOTSTRAP_GROUP_FILES",
+        parameter: "BootstrapGroupFiles",
+        default: Some("250000"),
+        values: &[],
+        of_new_table: false,
+        help: "A new mirror of a table whose checkpoint holds more actions is bootstrapped in groups of about this many files, one group after another, from spill files in the temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.",
+        read: |s, value| {
+            s.bootstrap_group_files = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{value:?}: give a number of files above 0"))?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "HISTORY_RECENT_VERSIONS",
+        parameter: "HistoryRecentVersions",
+        default: Some("100"),
+        values: &[],
+        of_new_table: false,
+        help: "The newest this many Delta versions keep an Iceberg snapshot each (exact time travel); older ones are thinned to one snapshot per hour, then per day. The Delta table property lakemirror.history.recent-versions overrides it.",
+        read: |s, value| {
+            s.history.recent_versions = parse_recent_versions(value)?;
+            Ok(())
+        },
+    },
+    Setting {
+        variable: "HISTORY_HOURLY_FOR",
+        parameter: "HistoryHourlyFor",
+        default: Some("1 day"),
+        values: &[],
+        of_new_table: false,
+        help: "For how long before the newest commit the versions older than those keep one snapshot per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property lakemirror.history.hourly-for overrides it.",
+        read: |s, value| {
+            s.history.hourly_for_ms = parse_hourly_for(value)?;
+            Ok(())
+        },
+    },
+];
+
 impl Default for SyncSettings {
+    /// Every setting at its declared default. (One that did not read would keep its unread
+    /// value; `every_declared_default_reads` keeps that from happening.)
     fn default() -> Self {
+        Self::from_settings(&|_| None).unwrap_or_else(|_| Self::unread())
+    }
+}
+
+impl SyncSettings {
+    /// The settings before any is read: every field is then read from its setting, set or at
+    /// its default (`allowed_databases` stays None when unset).
+    fn unread() -> Self {
         Self {
             format_version: FormatVersion::V2,
             on_missing_source: OnMissingSource::Keep,
             allowed_databases: None,
             name_from: NameFrom::Folder,
-            bootstrap_group_files: BOOTSTRAP_GROUP_FILES,
-            history: HistoryPolicy::default(),
+            bootstrap_group_files: 0,
+            history: HistoryPolicy {
+                recent_versions: 0,
+                hourly_for_ms: 0,
+            },
         }
     }
-}
 
-impl SyncSettings {
-    /// The names the settings are read under: the function's environment variables, and the
-    /// CLI's flags' variables.
-    pub const VARIABLES: [&'static str; 7] = [
-        "ICEBERG_FORMAT_VERSION",
-        "ON_MISSING_SOURCE",
-        "ALLOWED_GLUE_DATABASES",
-        "TABLE_NAME_FROM_PATH",
-        "BOOTSTRAP_GROUP_FILES",
-        "HISTORY_RECENT_VERSIONS",
-        "HISTORY_HOURLY_FOR",
-    ];
-
-    /// The settings `setting` gives by name (unset or blank: the default).
+    /// The settings `setting` gives by variable name (unset or blank: the default).
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
-        let mut settings = Self::default();
-        if let Some(value) = var("ICEBERG_FORMAT_VERSION") {
-            settings.format_version = parse_format_version(&value).ok_or_else(|| {
-                Error::setting(
-                    "ICEBERG_FORMAT_VERSION",
-                    format!("{value:?}: allowed values are 2 and 3"),
-                )
-            })?;
-        }
-        if let Some(value) = var("ON_MISSING_SOURCE") {
-            settings.on_missing_source = value
-                .parse()
-                .map_err(|e| Error::setting("ON_MISSING_SOURCE", e))?;
-        }
-        settings.allowed_databases = allowed_names(
-            var("ALLOWED_GLUE_DATABASES").as_deref(),
-            "ALLOWED_GLUE_DATABASES",
-        )?;
-        if let Some(value) = var("TABLE_NAME_FROM_PATH") {
-            settings.name_from = value
-                .parse()
-                .map_err(|e| Error::setting("TABLE_NAME_FROM_PATH", e))?;
-        }
-        if let Some(value) = var("BOOTSTRAP_GROUP_FILES") {
-            settings.bootstrap_group_files = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    Error::setting(
-                        "BOOTSTRAP_GROUP_FILES",
-                        format!("{value:?}: give a number of files above 0"),
-                    )
-                })?;
-        }
-        if let Some(value) = var("HISTORY_RECENT_VERSIONS") {
-            settings.history.recent_versions = parse_recent_versions(&value)
-                .map_err(|e| Error::setting("HISTORY_RECENT_VERSIONS", e))?;
-        }
-        if let Some(value) = var("HISTORY_HOURLY_FOR") {
-            settings.history.hourly_for_ms =
-                parse_hourly_for(&value).map_err(|e| Error::setting("HISTORY_HOURLY_FOR", e))?;
+        let mut settings = Self::unread();
+        for declared in SETTINGS {
+            let value = setting(declared.variable)
+                .filter(|v| !v.trim().is_empty())
+                .or(declared.default.map(str::to_string));
+            if let Some(value) = value {
+                (declared.read)(&mut settings, &value)
+                    .map_err(|reason| Error::setting(declared.variable, reason))?;
+            }
         }
         Ok(settings)
     }
@@ -118,12 +204,7 @@ impl SyncSettings {
             metadata_uri: None,
             to_version: None,
             known_version: None,
-            format_version: self.format_version,
-            on_missing_source: self.on_missing_source,
-            allowed_databases: self.allowed_databases.clone(),
-            name_from: self.name_from,
-            bootstrap_group_files: self.bootstrap_group_files,
-            history: self.history,
+            settings: self.clone(),
         }
     }
 }
@@ -142,14 +223,86 @@ mod tests {
     }
 
     #[test]
-    fn unset_and_blank_settings_are_the_defaults() {
-        let unset = from(&[]).unwrap();
-        let blank = from(&SyncSettings::VARIABLES.map(|name| (name, " "))).unwrap();
-        for settings in [unset, blank] {
+    fn every_declared_default_reads_and_is_what_the_floors_below_assume() {
+        for setting in SETTINGS {
+            if let Some(default) = setting.default {
+                assert_eq!(setting.check(default), Ok(()), "{}", setting.variable);
+            }
+        }
+        let defaults = SyncSettings::from_settings(&|_| None).unwrap();
+        assert_eq!(defaults.format_version, FormatVersion::V2);
+        assert_eq!(defaults.on_missing_source, OnMissingSource::Keep);
+        assert!(defaults.allowed_databases.is_none());
+        assert_eq!(defaults.name_from, NameFrom::Folder);
+        assert_eq!(
+            defaults.bootstrap_group_files,
+            crate::fanout::BOOTSTRAP_GROUP_FILES
+        );
+        assert_eq!(defaults.history, HistoryPolicy::default());
+        let blanks: Vec<(&str, &str)> = SETTINGS.iter().map(|s| (s.variable, " ")).collect();
+        let blank = from(&blanks).unwrap();
+        assert_eq!(format!("{blank:?}"), format!("{defaults:?}"));
+    }
+
+    /// `template.yaml`'s block of `parameter`: its `Default` and `AllowedValues`.
+    fn template_parameter(template: &str, parameter: &str) -> (String, Option<String>) {
+        let start = template
+            .find(&format!("\n  {parameter}:\n"))
+            .unwrap_or_else(|| panic!("template.yaml has no parameter {parameter}"));
+        let block: Vec<&str> = template[start + 1..]
+            .lines()
+            .skip(1)
+            .take_while(|line| line.starts_with("    "))
+            .collect();
+        let field = |name: &str| {
+            block
+                .iter()
+                .find_map(|line| line.trim().strip_prefix(name))
+                .map(|value| value.trim().trim_matches('"').to_string())
+        };
+        (
+            field("Default:").unwrap_or_default(),
+            field("AllowedValues:"),
+        )
+    }
+
+    #[test]
+    fn template_and_the_settings_table_of_the_docs_say_what_the_declaration_says() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let template = std::fs::read_to_string(format!("{root}/template.yaml")).unwrap();
+        let docs = std::fs::read_to_string(format!("{root}/docs/deployment.md")).unwrap();
+        for setting in SETTINGS {
+            let (default, allowed) = template_parameter(&template, setting.parameter);
             assert_eq!(
-                format!("{settings:?}"),
-                format!("{:?}", SyncSettings::default())
+                default,
+                setting.default.unwrap_or(""),
+                "{}",
+                setting.parameter
             );
+            if !setting.values.is_empty() {
+                let allowed: Vec<String> = allowed
+                    .unwrap_or_default()
+                    .trim_matches(['[', ']'])
+                    .split(',')
+                    .map(|v| v.trim().trim_matches('"').to_string())
+                    .collect();
+                assert_eq!(allowed, setting.values, "{}", setting.parameter);
+            }
+            let wired = format!("{}: !Ref {}", setting.variable, setting.parameter);
+            assert!(template.contains(&wired), "template.yaml lacks {wired:?}");
+
+            let row = docs
+                .lines()
+                .find(|line| line.starts_with(&format!("| `{}` |", setting.parameter)))
+                .unwrap_or_else(|| panic!("docs/deployment.md has no row {}", setting.parameter));
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            let documented_default = match setting.default {
+                Some(default) => format!("`{default}`"),
+                None => "empty".to_string(),
+            };
+            assert_eq!(cells[1], documented_default, "{row}");
+            let names = format!("`{}` / `{}`", setting.variable, setting.flag());
+            assert!(cells.last().is_some_and(|c| c.contains(&names)), "{row}");
         }
     }
 
@@ -176,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_wrong_value_names_its_setting() {
-        for name in SyncSettings::VARIABLES {
+        for name in SETTINGS.iter().map(|s| s.variable) {
             let value = if name == "ALLOWED_GLUE_DATABASES" {
                 "("
             } else {

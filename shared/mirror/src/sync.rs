@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use lakemirror_delta::DeltaLog;
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
 use lakemirror_plan::CommittedTable;
-use lakemirror_plan::history::HistoryPolicy;
 use lakemirror_plan::target::{
     GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
     TargetProperties, default_table_name, path_table_name, unique_path_table_name,
@@ -52,22 +51,8 @@ pub struct SyncRequest {
     /// their own events; when the mirror already has it, the next commit is probed (one
     /// request) and, when it exists, the mirror catches up to the newest version.
     pub known_version: Option<i64>,
-    /// Format version of a new Iceberg table; the Delta table property
-    /// `lakemirror.iceberg.format-version` overrides it. An existing table keeps its own.
-    pub format_version: iceberg::spec::FormatVersion,
-    /// What to do when the Delta table is gone but its mirror is not.
-    pub on_missing_source: OnMissingSource,
-    /// `ALLOWED_GLUE_DATABASES`: the databases a table's `lakemirror.glue.*` properties may
-    /// choose; None: those properties are ignored.
-    pub allowed_databases: Option<regex::Regex>,
-    /// `TABLE_NAME_FROM_PATH`: the default Glue table name, from the folder or the path.
-    pub name_from: NameFrom,
-    /// `BOOTSTRAP_GROUP_FILES`: a new mirror of a table whose checkpoint holds more actions
-    /// is bootstrapped in groups of about this many files (bounded memory).
-    pub bootstrap_group_files: u64,
-    /// `HISTORY_RECENT_VERSIONS`, `HISTORY_HOURLY_FOR`: the history a mirror keeps; a Delta
-    /// table's `lakemirror.history.*` properties override them.
-    pub history: HistoryPolicy,
+    /// How the deployment mirrors its tables (format version, naming, history, ...).
+    pub settings: SyncSettings,
 }
 
 impl SyncRequest {
@@ -246,14 +231,14 @@ pub fn mirror_stores(
 pub fn target_defaults(request: &SyncRequest) -> TargetDefaults {
     TargetDefaults {
         database: request.database.clone(),
-        table: match request.name_from {
+        table: match request.settings.name_from {
             NameFrom::Folder => default_table_name(&request.table_uri),
             NameFrom::Path => path_table_name(&request.table_uri),
             NameFrom::UniquePath => unique_path_table_name(&request.table_uri),
         },
         explicit_table: request.table.clone(),
-        allowed_databases: request.allowed_databases.clone(),
-        name_from: request.name_from,
+        allowed_databases: request.settings.allowed_databases.clone(),
+        name_from: request.settings.name_from,
     }
 }
 
@@ -273,8 +258,8 @@ pub async fn sync_table(
     let defaults = target_defaults(request);
     let log = lake.delta_log(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
-        .with_format_version(request.format_version)
-        .with_history(request.history);
+        .with_format_version(request.settings.format_version)
+        .with_history(request.settings.history);
     // An explicit Glue table needs no lakemirror.glue.* properties.
     let remembered = match defaults.fixed() {
         Some(_) => None,
@@ -322,7 +307,7 @@ pub async fn sync_table(
         nested?;
         let planned = match planned {
             Err(Error::SourceMissing { table, glue_table })
-                if request.on_missing_source == OnMissingSource::Drop =>
+                if request.settings.on_missing_source == OnMissingSource::Drop =>
             {
                 lake.drop_table(&read, &counters).await?;
                 tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
@@ -733,10 +718,8 @@ mod tests {
         assert!(matches!(kept, Error::SourceMissing { .. }), "{kept}");
         assert!(!kept.is_retryable());
         assert!(catalog.parameters("lake", "orders").is_some());
-        let dropping = SyncRequest {
-            on_missing_source: OnMissingSource::Drop,
-            ..request("s3://lake/orders")
-        };
+        let mut dropping = request("s3://lake/orders");
+        dropping.settings.on_missing_source = OnMissingSource::Drop;
         let dropped = sync(&lake, &dropping).await.unwrap();
         assert_eq!(dropped.action, SyncAction::Dropped);
         assert!(catalog.parameters("lake", "orders").is_none());
@@ -798,7 +781,7 @@ mod tests {
     async fn a_long_history_is_thinned_by_the_policy_whether_synced_in_one_go_or_commit_by_commit()
     {
         const MINUTE: i64 = 60_000;
-        let policy = HistoryPolicy {
+        let policy = lakemirror_plan::history::HistoryPolicy {
             recent_versions: 20,
             hourly_for_ms: 6 * 60 * MINUTE,
         };
@@ -845,7 +828,7 @@ mod tests {
         );
 
         let mut at_once = request("s3://lake/at_once");
-        at_once.history = policy;
+        at_once.settings.history = policy;
         at_once.to_version = Some(0);
         sync(&lake, &at_once).await.unwrap();
         at_once.to_version = None;
@@ -866,7 +849,7 @@ mod tests {
         );
 
         let mut one_by_one = request("s3://lake/one_by_one");
-        one_by_one.history = policy;
+        one_by_one.settings.history = policy;
         let mut thinned = 0;
         for v in 0..=400 {
             one_by_one.to_version = Some(v);
