@@ -4,8 +4,10 @@ binaries without the CLI's dependencies. Read from `cargo metadata` and `cargo t
 dependency added in the wrong place fails here, not in review."""
 
 import json
+import re
 import subprocess
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,54 @@ def test_library_messages_name_settings_not_the_clis_flags():
                     continue
                 named = {f for f in re.findall(r"--[a-z][a-z-]*", line) if f in flags}
                 assert not named, f"{path.relative_to(REPO)}:{number} names {named}: {line.strip()}"
+
+
+# The size of a room's files and functions (issue 44): past these, a newcomer reads a file by
+# searching it, and a function's steps have no names. Counted before a file's
+# `#[cfg(test)]`: tests may be long.
+MAX_FILE_LINES = 900
+MAX_FUNCTION_LINES = 120
+SHORT_FUNCTIONS_IN = ("mirror", "iceberg")
+FUNCTION = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?fn\s+(\w+)")
+
+
+def outside_tests(path: Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    end = next((n for n, line in enumerate(lines) if line.startswith("#[cfg(test)]")), len(lines))
+    return lines[:end]
+
+
+def long_functions(path: Path) -> list[tuple[str, int]]:
+    """(name, lines) of each function over the limit: from its `fn` line to the `}` at its
+    indentation (rustfmt's layout)."""
+    lines, found = outside_tests(path), []
+    for start, line in enumerate(lines):
+        match = FUNCTION.match(line)
+        if not match or line.rstrip().endswith((";", "}")):
+            continue
+        close = match.group(1) + "}"
+        end = next((n for n in range(start + 1, len(lines)) if lines[n] == close), start)
+        if end - start + 1 > MAX_FUNCTION_LINES:
+            found.append((match.group(6), end - start + 1))
+    return found
+
+
+def test_no_file_of_a_room_is_longer_than_a_newcomer_reads():
+    long = {str(p.relative_to(REPO)): len(outside_tests(p)) for p in sorted((REPO / "shared").rglob("*.rs"))
+            if len(outside_tests(p)) > MAX_FILE_LINES}
+    assert long == {}, f"files over {MAX_FILE_LINES} lines before their tests: split them by concern"
+
+
+@pytest.mark.parametrize("room", SHORT_FUNCTIONS_IN)
+def test_functions_of_the_sync_and_the_writer_read_as_named_steps(room):
+    long = {f"{p.relative_to(REPO)}::{name}": n for p in sorted((REPO / "shared" / room).rglob("*.rs"))
+            for name, n in long_functions(p)}
+    assert long == {}, f"functions over {MAX_FUNCTION_LINES} lines: give their steps names"
+
+
+def test_the_size_rules_can_fail(tmp_path):
+    body = "\n".join(["    let x = 1;"] * MAX_FUNCTION_LINES)
+    source = tmp_path / "long.rs"
+    source.write_text(f"fn long() {{\n{body}\n}}\n\n#[cfg(test)]\nmod tests {{\n    fn t() {{\n{body}\n    }}\n}}\n")
+    assert long_functions(source) == [("long", MAX_FUNCTION_LINES + 2)]
+    assert len(outside_tests(source)) == MAX_FUNCTION_LINES + 3
