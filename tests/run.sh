@@ -21,7 +21,7 @@ phase() {
   echo "--- tests/run.sh: $1" >&2
 }
 phase_table() {
-  local status=$?
+  local status=${1:-$?}
   if [ -n "$phase_name" ]; then phases+=("$phase_name|$((SECONDS - phase_started))"); fi
   {
     echo "--- tests/run.sh phases (exit $status)"
@@ -87,13 +87,37 @@ fi
 phase "Java Iceberg kit"
 LAKEMIRROR_JAVA_ICEBERG_VENV="$("$LAKEMIRROR_JAVA_ICEBERG/setup.sh" | tail -n 1)"
 export LAKEMIRROR_JAVA_ICEBERG_VENV
-# A Unity Catalog REST server for the registration tests (built once, cached outside the clone).
-phase "uc-server (built once)"
-tests/rig/uc-server.sh >/dev/null
-# An Iceberg REST catalog server (rustberg) for the REST target's tests, the same way.
-phase "rustberg (built once)"
-LAKEMIRROR_RUSTBERG="$(tests/rig/rustberg.sh)"
-export LAKEMIRROR_RUSTBERG
+# Work that needs only the CPU runs beside the debug build: the two servers the tests run (a
+# Unity Catalog server, uc-server, and an Iceberg REST catalog, rustberg; each built once and
+# cached outside the clone), and later the x86_64 `sam build` beside the tests that do not
+# use it. A build's serial stretches (a large crate, the linker) leave a core idle; work
+# beside it takes that core. Each background step logs to $logs and is waited for before
+# what needs it; one that fails stops the run with its log's end.
+cache="${LAKEMIRROR_CACHE:-$HOME/.cache/lakemirror}"
+logs="$cache/logs"
+mkdir -p "$logs"
+background=()
+# Each runs in its own process group (setsid), so that stopping it stops its cargo too.
+stop_background() {
+  local pid
+  for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap 'status=$?; stop_background; phase_table "$status"' EXIT
+# Waits for the background step `name` (pid `pid`); on failure shows its log and fails.
+wait_for() {
+  local name=$1 pid=$2
+  if ! wait "$pid"; then
+    echo "error: $name failed; the end of $logs/$name.log:" >&2
+    tail -n 40 "$logs/$name.log" >&2
+    exit 1
+  fi
+}
+phase "uc-server and rustberg (built once, beside the debug build)"
+setsid tests/rig/uc-server.sh >"$logs/uc-server.log" 2>&1 &
+uc_server_pid=$!
+setsid tests/rig/rustberg.sh >"$logs/rustberg.path" 2>"$logs/rustberg.log" &
+rustberg_pid=$!
+background+=("$uc_server_pid" "$rustberg_pid")
 # The Docker engine `sam local invoke` runs the functions in (Debian's docker.io; the tests
 # start a private daemon without a network and stop it again).
 phase "Docker engine"
@@ -101,6 +125,11 @@ tests/rig/docker.sh install
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
 phase "cargo build (debug)"
 cargo build --workspace --bins
+phase "uc-server and rustberg (waiting for them)"
+wait_for uc-server "$uc_server_pid"
+wait_for rustberg "$rustberg_pid"
+LAKEMIRROR_RUSTBERG="$(tail -n 1 "$logs/rustberg.path")"
+export LAKEMIRROR_RUSTBERG
 # The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto, and the
 # REST catalog on rustberg.
 export LAKEMIRROR_PYTHON="$venv/bin/python"
@@ -109,10 +138,26 @@ export LAKEMIRROR_PYTHON="$venv/bin/python"
 phase "cargo test"
 cargo test --workspace -- --include-ignored
 export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"
-# The functions as `sam build` makes them, for x86_64: the SAM tests run them with
-# `sam local invoke` (about 15 minutes the first time, cached in $LAKEMIRROR_CACHE).
-phase "sam build (x86_64 release)"
-LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_build.sh)"
+# The functions as `sam build` makes them, for x86_64 (about 15 minutes the first time,
+# cached in $LAKEMIRROR_CACHE): only the SAM tests run them, with `sam local invoke`. With no
+# arguments it builds beside the other tests and the SAM tests run last; with arguments
+# (a selection of tests) it is built first.
+if [ "$#" -gt 0 ]; then
+  phase "sam build (x86_64 release)"
+  LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_build.sh)"
+  export LAKEMIRROR_SAM_BUILD
+  phase "pytest"
+  "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
+  exit 0
+fi
+setsid tests/rig/sam_build.sh >"$logs/sam-build.path" 2>"$logs/sam-build.log" &
+sam_build_pid=$!
+background+=("$sam_build_pid")
+phase "pytest (beside the sam build)"
+"$venv/bin/python" -m pytest -p no:cacheprovider tests --ignore=tests/acceptance/sam_local
+phase "sam build (x86_64 release; waiting for it)"
+wait_for sam-build "$sam_build_pid"
+LAKEMIRROR_SAM_BUILD="$(tail -n 1 "$logs/sam-build.path")"
 export LAKEMIRROR_SAM_BUILD
-phase "pytest"
-"$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
+phase "pytest (sam local)"
+"$venv/bin/python" -m pytest -p no:cacheprovider tests/acceptance/sam_local
