@@ -136,9 +136,16 @@ impl Batch {
         }
     }
 
-    /// The answer to an SQS batch: the messages to deliver again; the others are done.
+    /// The answer to an SQS batch: the messages to deliver again; the others are done. A
+    /// message without an id (SQS always gives one) cannot be named, and an empty name would
+    /// fail the whole batch.
     pub(crate) fn sqs_response(&self) -> SqsBatchResponse {
-        batch_response(self.failures.redeliver())
+        batch_response(
+            self.failures
+                .redeliver()
+                .into_iter()
+                .filter(|id| id != DIRECT),
+        )
     }
 }
 

@@ -206,7 +206,6 @@ impl GlueSyncFunction {
                 Err(e) => batch.failures.not_parked(id, e),
             }
         }
-        batch.failures.log();
         if event.is_sqs() {
             return Ok(GlueSyncResponse::Batch(batch.sqs_response()));
         }

@@ -165,18 +165,17 @@ impl Default for SyncSettings {
 
 impl SyncSettings {
     /// The settings before any is read: every field is then read from its setting, set or at
-    /// its default (`allowed_databases` stays None when unset).
+    /// its declared default (`allowed_databases` stays None when unset). These are the values
+    /// the floors below assume, so that even a declared default that did not read leaves a
+    /// sane one (`every_declared_default_reads_and_is_what_the_floors_below_assume`).
     fn unread() -> Self {
         Self {
             format_version: FormatVersion::V2,
-            on_missing_source: OnMissingSource::Keep,
+            on_missing_source: OnMissingSource::default(),
             allowed_databases: None,
-            name_from: NameFrom::Folder,
-            bootstrap_group_files: 0,
-            history: HistoryPolicy {
-                recent_versions: 0,
-                hourly_for_ms: 0,
-            },
+            name_from: NameFrom::default(),
+            bootstrap_group_files: crate::fanout::BOOTSTRAP_GROUP_FILES,
+            history: HistoryPolicy::default(),
         }
     }
 
