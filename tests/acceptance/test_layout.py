@@ -146,12 +146,18 @@ def test_library_messages_name_settings_not_the_clis_flags():
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 120
 SHORT_FUNCTIONS_IN = ("mirror", "iceberg")
-FUNCTION = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?fn\s+(\w+)")
+FUNCTION = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+\"\w+\"\s+)?fn\s+(\w+)")
 
 
 def outside_tests(path: Path) -> list[str]:
+    """The lines before the file's inline test module (`#[cfg(test)]` then `mod … {`); a
+    `#[cfg(test)] mod tests;` naming another file cuts nothing, and that file (`tests.rs`)
+    is all tests."""
+    if path.name == "tests.rs":
+        return []
     lines = path.read_text().splitlines()
-    end = next((n for n, line in enumerate(lines) if line.startswith("#[cfg(test)]")), len(lines))
+    end = next((n for n in range(len(lines) - 1) if lines[n].startswith("#[cfg(test)]")
+                and re.match(r"mod \w+ \{$", lines[n + 1])), len(lines))
     return lines[:end]
 
 
@@ -164,9 +170,10 @@ def long_functions(path: Path) -> list[tuple[str, int]]:
         if not match or line.rstrip().endswith((";", "}")):
             continue
         close = match.group(1) + "}"
-        end = next((n for n in range(start + 1, len(lines)) if lines[n] == close), start)
+        end = next((n for n in range(start + 1, len(lines)) if lines[n] == close), None)
+        assert end is not None, f"{path}:{start + 1}: no closing brace at the indentation of fn {match.group(8)}"
         if end - start + 1 > MAX_FUNCTION_LINES:
-            found.append((match.group(6), end - start + 1))
+            found.append((match.group(8), end - start + 1))
     return found
 
 
@@ -189,3 +196,7 @@ def test_the_size_rules_can_fail(tmp_path):
     source.write_text(f"fn long() {{\n{body}\n}}\n\n#[cfg(test)]\nmod tests {{\n    fn t() {{\n{body}\n    }}\n}}\n")
     assert long_functions(source) == [("long", MAX_FUNCTION_LINES + 2)]
     assert len(outside_tests(source)) == MAX_FUNCTION_LINES + 3
+    # A test module in its own file cuts nothing: what follows it is still counted.
+    elsewhere = tmp_path / "mod.rs"
+    elsewhere.write_text(f"#[cfg(test)]\nmod tests;\n\npub async fn long() {{\n{body}\n}}\n")
+    assert long_functions(elsewhere) == [("long", MAX_FUNCTION_LINES + 2)]
