@@ -218,10 +218,12 @@ class EventLoop:
         self.function_log = s.log_dir / f"{s.function}.log"
         # Build first, in the open: `cargo lambda watch` compiles inside the first invocation,
         # and a cold build (about 20 minutes here) outlasts any invocation timeout. The watch
-        # then finds the function built.
+        # then finds the function built. `--bin` without `--package`: the workspace's features
+        # unify as in `cargo build --workspace` (tests/run.sh's build), so nothing is built
+        # again; a build of the one package would build the AWS SDK and more a second time.
         print(f"event-loop: building {s.function} ({'release' if s.release else 'debug'}; cargo's progress "
               f"below, about 20 minutes the first time)", file=sys.stderr, flush=True)
-        build = subprocess.run(["cargo", "build", "--package", s.function, "--bin", s.function,
+        build = subprocess.run(["cargo", "build", "--bin", s.function,
                                 *(["--release"] if s.release else [])], env=env)
         if build.returncode != 0:
             raise RuntimeError(f"cargo build of {s.function} failed (exit {build.returncode}); see above")
@@ -229,7 +231,7 @@ class EventLoop:
         self._spawn([cargo_lambda, "lambda", "watch", "--ignore-changes", "--quiet",
                      "--invoke-address", "127.0.0.1", "--invoke-port", str(port),
                      "--concurrency", str(s.max_concurrency), "--timeout", "600",
-                     "--package", s.function, "--bin", s.function, *(["--release"] if s.release else [])],
+                     "--bin", s.function, *(["--release"] if s.release else [])],
                     f"{s.function}.log", env=env)
         _wait_for_port(port, self._procs[-1], self.function_log)
 

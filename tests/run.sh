@@ -91,7 +91,8 @@ export LAKEMIRROR_JAVA_ICEBERG_VENV
 # Unity Catalog server, uc-server, and an Iceberg REST catalog, rustberg; each built once and
 # cached outside the clone), and later the x86_64 `sam build` beside the tests that do not
 # use it. A build's serial stretches (a large crate, the linker) leave a core idle; work
-# beside it takes that core. Each background step logs to $logs and is waited for before
+# beside it takes that core; it runs `nice`, so what the run waits on comes first. Each
+# background step logs to $logs and is waited for before
 # what needs it; one that fails stops the run with its log's end.
 cache="${LAKEMIRROR_CACHE:-$HOME/.cache/lakemirror}"
 logs="$cache/logs"
@@ -103,6 +104,10 @@ stop_background() {
   for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
 trap 'status=$?; stop_background; phase_table "$status"' EXIT
+# A signal ends the run (and with it the background steps), not only the command in front.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 # Waits for the background step `name` (pid `pid`); on failure shows its log and fails.
 wait_for() {
   local name=$1 pid=$2
@@ -113,9 +118,9 @@ wait_for() {
   fi
 }
 phase "uc-server and rustberg (built once, beside the debug build)"
-setsid tests/rig/uc-server.sh >"$logs/uc-server.log" 2>&1 &
+setsid nice tests/rig/uc-server.sh >"$logs/uc-server.log" 2>&1 &
 uc_server_pid=$!
-setsid tests/rig/rustberg.sh >"$logs/rustberg.path" 2>"$logs/rustberg.log" &
+setsid nice tests/rig/rustberg.sh >"$logs/rustberg.path" 2>"$logs/rustberg.log" &
 rustberg_pid=$!
 background+=("$uc_server_pid" "$rustberg_pid")
 # The Docker engine `sam local invoke` runs the functions in (Debian's docker.io; the tests
@@ -150,7 +155,7 @@ if [ "$#" -gt 0 ]; then
   "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
   exit 0
 fi
-setsid tests/rig/sam_build.sh >"$logs/sam-build.path" 2>"$logs/sam-build.log" &
+setsid nice tests/rig/sam_build.sh >"$logs/sam-build.path" 2>"$logs/sam-build.log" &
 sam_build_pid=$!
 background+=("$sam_build_pid")
 phase "pytest (beside the sam build)"
