@@ -81,7 +81,7 @@ impl Glue {
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
         // Static credentials and region: nothing is looked up, the instance metadata service
         // least of all.
-        let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        let aws = lakemirror_aws::config::loader()
             .endpoint_url(&url)
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_credential_types::Credentials::new(

@@ -27,7 +27,19 @@ use crate::{GlueCatalog, SecretsManager};
 /// `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and credentials files, SSO, web
 /// identity, container and instance metadata. Load it once per process.
 pub async fn load() -> aws_config::SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+    loader().load().await
+}
+
+/// `aws_config::defaults` with the HTTPS client every SDK client here uses: hyper and rustls
+/// on ring, with the system's root certificates. The SDK's own default would be the same on
+/// aws-lc, a C library that a cold build compiles besides ring (docs/dependencies.md); the
+/// workspace turns that default off, so every configuration must come from here.
+pub fn loader() -> aws_config::ConfigLoader {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    let https = aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https)
 }
 
 /// The catalog mirrors go to: the Iceberg REST catalog the `REST_CATALOG_*` settings name
@@ -161,5 +173,25 @@ impl CredentialProvider for SdkCredentials {
         });
         *cached = Some((credential.clone(), fresh.expiry()));
         Ok(credential)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The workspace turns the SDK's default HTTPS client off: a configuration without one
+    /// would build, then fail every call with "no HTTP client".
+    #[tokio::test]
+    async fn the_configuration_carries_an_https_client() {
+        // Region and credentials given: loading looks nothing up, instance metadata least of all.
+        let config = loader()
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await;
+        assert!(config.http_client().is_some());
     }
 }
