@@ -62,8 +62,7 @@ if [ ! -f "/usr/share/postgresql/$pg_major/extension/postgis.control" ]; then
     exit 1
   fi
 fi
-phase "Python venv, Java 17"
-venv="$(tests/rig/venv.sh)"
+phase "Java 17"
 # Java Iceberg 1.10.2 (the reader Athena, EMR and Spark build on) as the third judge: the kit
 # in ../shared/tools/java-iceberg makes its own cached venv (pyspark + the Iceberg runtime);
 # it needs Java 17.
@@ -84,16 +83,17 @@ if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
     exit 1
   fi
 fi
-phase "Java Iceberg kit"
-LAKEMIRROR_JAVA_ICEBERG_VENV="$("$LAKEMIRROR_JAVA_ICEBERG/setup.sh" | tail -n 1)"
-export LAKEMIRROR_JAVA_ICEBERG_VENV
-# Work that needs only the CPU runs beside the debug build: the two servers the tests run (a
-# Unity Catalog server, uc-server, and an Iceberg REST catalog, rustberg; each built once and
-# cached outside the clone), and later the x86_64 `sam build` beside the tests that do not
-# use it. A build's serial stretches (a large crate, the linker) leave a core idle; work
+# The Docker engine `sam local invoke` runs the functions in (Debian's docker.io; the tests
+# start a private daemon without a network and stop it again).
+phase "Docker engine"
+tests/rig/docker.sh install
+# What the build does not need runs beside it: the Python venvs (the test rig's, the SAM CLI's)
+# and the Java kit's, and the two servers the tests run (a Unity Catalog server, uc-server,
+# and an Iceberg REST catalog, rustberg; each built once from crates.io and cached outside
+# the clone). A build's serial stretches (a large crate, the linker) leave a core idle; work
 # beside it takes that core; it runs `nice`, so what the run waits on comes first. Each
-# background step logs to $logs and is waited for before
-# what needs it; one that fails stops the run with its log's end.
+# background step logs to $logs and is waited for before what needs it; one that fails stops
+# the run with its log's end.
 cache="${LAKEMIRROR_CACHE:-$HOME/.cache/lakemirror}"
 logs="$cache/logs"
 mkdir -p "$logs"
@@ -108,33 +108,53 @@ trap 'status=$?; stop_background; phase_table "$status"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
-# Waits for the background step `name` (pid `pid`); on failure shows its log and fails.
+# Starts `command…` as the background step `name`: stdout to $logs/name.out, stderr to name.log.
+declare -A step_pid
+beside() {
+  local name=$1
+  shift
+  setsid nice "$@" >"$logs/$name.out" 2>"$logs/$name.log" &
+  step_pid[$name]=$!
+  background+=("$!")
+}
+# Waits for the background step `name` (in this shell: `wait` knows only its own children);
+# on failure shows the end of its log and stops the run.
 wait_for() {
-  local name=$1 pid=$2
-  if ! wait "$pid"; then
+  local name=$1
+  if ! wait "${step_pid[$name]}"; then
     echo "error: $name failed; the end of $logs/$name.log:" >&2
     tail -n 40 "$logs/$name.log" >&2
     exit 1
   fi
 }
-phase "uc-server and rustberg (built once, beside the debug build)"
-setsid nice tests/rig/uc-server.sh >"$logs/uc-server.log" 2>&1 &
-uc_server_pid=$!
-setsid nice tests/rig/rustberg.sh >"$logs/rustberg.path" 2>"$logs/rustberg.log" &
-rustberg_pid=$!
-background+=("$uc_server_pid" "$rustberg_pid")
-# The Docker engine `sam local invoke` runs the functions in (Debian's docker.io; the tests
-# start a private daemon without a network and stop it again).
-phase "Docker engine"
-tests/rig/docker.sh install
+# What the finished step `name` printed last: the path it made.
+made_by() { tail -n 1 "$logs/$1.out"; }
+phase "venvs, Java kit, uc-server, rustberg (beside the build; logs in $logs)"
+beside venv tests/rig/venv.sh
+beside sam-venv tests/rig/venv.sh tests/sam-requirements.txt
+beside java-kit "$LAKEMIRROR_JAVA_ICEBERG/setup.sh"
+beside uc-server tests/rig/uc-server.sh
+beside rustberg tests/rig/rustberg.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
-phase "cargo build (debug)"
-cargo build --workspace --bins
-phase "uc-server and rustberg (waiting for them)"
-wait_for uc-server "$uc_server_pid"
-wait_for rustberg "$rustberg_pid"
-LAKEMIRROR_RUSTBERG="$(tail -n 1 "$logs/rustberg.path")"
-export LAKEMIRROR_RUSTBERG
+# One cargo invocation for the binaries and every test target: cargo schedules them together,
+# so one target's serial stretch (a large crate, a link) overlaps another's compile.
+phase "cargo build (debug: binaries and tests)"
+cargo build --workspace --bins --tests
+# The three functions as `sam build` lays them out, from this debug build (tests/rig/
+# sam_debug_build.sh): the `sam local invoke` tests run the binaries the other tests run.
+phase "functions laid out for sam local invoke"
+wait_for sam-venv
+LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_debug_build.sh)"
+export LAKEMIRROR_SAM_BUILD
+phase "venvs, Java kit, uc-server, rustberg (waiting for them)"
+wait_for venv
+wait_for java-kit
+wait_for uc-server
+wait_for rustberg
+venv="$(made_by venv)"
+LAKEMIRROR_JAVA_ICEBERG_VENV="$(made_by java-kit)"
+LAKEMIRROR_RUSTBERG="$(made_by rustberg)"
+export LAKEMIRROR_JAVA_ICEBERG_VENV LAKEMIRROR_RUSTBERG
 # The catalog contract (tests/catalog_contract.rs) holds Glue to it on the strict moto, and the
 # REST catalog on rustberg.
 export LAKEMIRROR_PYTHON="$venv/bin/python"
@@ -143,26 +163,6 @@ export LAKEMIRROR_PYTHON="$venv/bin/python"
 phase "cargo test"
 cargo test --workspace -- --include-ignored
 export LAKEMIRROR_BIN="$CARGO_TARGET_DIR/debug/lakemirror"
-# The functions as `sam build` makes them, for x86_64 (about 15 minutes the first time,
-# cached in $LAKEMIRROR_CACHE): only the SAM tests run them, with `sam local invoke`. With no
-# arguments it builds beside the other tests and the SAM tests run last; with arguments
-# (a selection of tests) it is built first.
-if [ "$#" -gt 0 ]; then
-  phase "sam build (x86_64 release)"
-  LAKEMIRROR_SAM_BUILD="$(tests/rig/sam_build.sh)"
-  export LAKEMIRROR_SAM_BUILD
-  phase "pytest"
-  "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
-  exit 0
-fi
-setsid nice tests/rig/sam_build.sh >"$logs/sam-build.path" 2>"$logs/sam-build.log" &
-sam_build_pid=$!
-background+=("$sam_build_pid")
-phase "pytest (beside the sam build)"
-"$venv/bin/python" -m pytest -p no:cacheprovider tests --ignore=tests/acceptance/sam_local
-phase "sam build (x86_64 release; waiting for it)"
-wait_for sam-build "$sam_build_pid"
-LAKEMIRROR_SAM_BUILD="$(tail -n 1 "$logs/sam-build.path")"
-export LAKEMIRROR_SAM_BUILD
-phase "pytest (sam local)"
-"$venv/bin/python" -m pytest -p no:cacheprovider tests/acceptance/sam_local
+# --durations: the slowest tests, named at the end of every run, are where a faster run starts.
+phase "pytest"
+"$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 tests "$@"
