@@ -219,8 +219,10 @@ class EventLoop:
         # Build first, in the open: `cargo lambda watch` compiles inside the first invocation,
         # and a cold build (about 20 minutes here) outlasts any invocation timeout. The watch
         # then finds the function built. `--bin` without `--package`: the workspace's features
-        # unify as in `cargo build --workspace` (tests/run.sh's build), so nothing is built
-        # again; a build of the one package would build the AWS SDK and more a second time.
+        # unify as in `cargo build --workspace --bins` (tests/run.sh's first build), so nothing
+        # is built again; a build of the one package would build the AWS SDK and more a second
+        # time (and a build with the tests' features would too, were they not the binaries'
+        # features: tests/acceptance/test_layout.py holds that).
         print(f"event-loop: building {s.function} ({'release' if s.release else 'debug'}; cargo's progress "
               f"below, about 20 minutes the first time)", file=sys.stderr, flush=True)
         build = subprocess.run(["cargo", "build", "--bin", s.function,

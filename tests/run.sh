@@ -136,10 +136,14 @@ beside java-kit "$LAKEMIRROR_JAVA_ICEBERG/setup.sh"
 beside uc-server tests/rig/uc-server.sh
 beside rustberg tests/rig/rustberg.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"
-# One cargo invocation for the binaries and every test target: cargo schedules them together,
-# so one target's serial stretch (a large crate, a link) overlaps another's compile.
-phase "cargo build (debug: binaries and tests)"
-cargo build --workspace --bins --tests
+# The binaries, then every test target. The dependencies build once for both (the workspace
+# gives them one feature set, tests/acceptance/test_layout.py holds it); the workspace's own
+# crates build twice, the second time with the test-only features of their dev-dependencies
+# (`test-tables`, `test-events`). The binaries are built as a deployment builds them, so the
+# event loop's `cargo build --bin …` later in the tests finds them built.
+phase "cargo build (debug: binaries, then tests)"
+cargo build --workspace --bins
+cargo build --workspace --tests
 # The three functions as `sam build` lays them out, from this debug build (tests/rig/
 # sam_debug_build.sh): the `sam local invoke` tests run the binaries the other tests run.
 phase "functions laid out for sam local invoke"

@@ -112,6 +112,30 @@ def test_lambda_functions_do_not_link_the_clis_dependencies(function):
     assert not linked(function) & CLI_ONLY, f"{function} links {sorted(linked(function) & CLI_ONLY)}"
 
 
+def resolved_features(edges: str) -> dict[str, str]:
+    """The features cargo resolves for each crates.io package of the workspace's build, when the
+    build follows `edges` (`normal,build` for the binaries, `normal,build,dev` with the tests)."""
+    out = subprocess.run(["cargo", "tree", "--workspace", "-e", edges, "--prefix", "none", "--offline",
+                          "--format", "{p}|{f}"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    features = {}
+    for line in out.splitlines():
+        package, _, enabled = line.partition("|")
+        if package and "(/" not in package:  # the workspace's own crates carry their path
+            features[package.removesuffix(" (proc-macro)")] = enabled.removesuffix(" (*)")
+    return features
+
+
+def test_the_tests_build_the_dependencies_the_binaries_build():
+    """A feature that only a dev-dependency turns on (tokio's test-util, say) makes cargo build
+    everything above that crate twice: once for the binaries (`cargo build --bins`, the event
+    loop's), once for the tests. The workspace's Cargo.toml turns such features on for both."""
+    binaries, with_tests = resolved_features("normal,build"), resolved_features("normal,build,dev")
+    assert binaries, "cargo tree listed no package"
+    differing = {package: f"{enabled!r} -> {with_tests.get(package)!r}" for package, enabled in binaries.items()
+                 if with_tests.get(package) != enabled}
+    assert not differing, f"the tests turn on features the binaries build without: {differing}"
+
+
 def test_environment_variables_are_read_by_binaries_only():
     """Libraries take their settings as arguments; each `main` (and the CLI) reads the
     environment once."""
