@@ -10,8 +10,10 @@ What it sets up (and stops again, if it started it):
 - the loopback relays into each Lambda container (tests/rig/sam_netns.py): 4566 and moto's own
   port to moto, and each of `relay_ports` to the same port on this machine.
 
-The x86_64 `sam build` is an input ($LAKEMIRROR_SAM_BUILD, default
-$LAKEMIRROR_CACHE/sam-build-x86_64, made by tests/rig/sam_build.sh). `sam` runs with a clean
+The x86_64 build, laid out as `sam build` lays it out, is an input ($LAKEMIRROR_SAM_BUILD): the
+test command makes it from its debug build (tests/rig/sam_debug_build.sh), localstack/sam-local.sh
+with `sam build` itself (tests/rig/sam_build.sh, the default $LAKEMIRROR_CACHE/sam-build-x86_64
+when the variable is unset). `sam` runs with a clean
 environment: SAM hands a function only the variables its template declares, taken from the
 caller's environment too, so a stray RUST_LOG or TABLE_PREFIXES of the test process would leak
 in. Its HOME is a fresh folder whose SAM settings say telemetry off and the PyPI version check
@@ -73,11 +75,12 @@ def missing_build() -> str | None:
     build = sam_build_dir()
     template = build / "template.yaml"
     if not template.is_file():
-        return f"no x86_64 `sam build` at {build}: run tests/rig/sam_build.sh"
+        return (f"no x86_64 build of the functions at {build}: run tests/rig/sam_debug_build.sh (after "
+                f"`cargo build --workspace --bins`) or tests/rig/sam_build.sh and point LAKEMIRROR_SAM_BUILD at it")
     for function in ("GlueSyncFunction", "LakebaseSyncFunction", "UnityRegisterFunction"):
         bootstrap = build / function / "bootstrap"
         if not bootstrap.is_file():
-            return f"{bootstrap} is missing: run tests/rig/sam_build.sh"
+            return f"{bootstrap} is missing: run tests/rig/sam_debug_build.sh or tests/rig/sam_build.sh again"
     return None
 
 

@@ -1,6 +1,7 @@
-"""`sam local invoke` of the three functions, as built by `sam build`, in Lambda's container
-(tests/rig/sam_local.py: a local provided.al2023 stand-in on a private Docker engine without a
-network, loopback relays to moto, PostgreSQL and uc-server).
+"""`sam local invoke` of the three functions, laid out as `sam build` lays them out (the test
+command: its debug build, tests/rig/sam_debug_build.sh; localstack/sam-local.sh: `sam build`
+itself), in Lambda's container (tests/rig/sam_local.py: a local provided.al2023 stand-in on a
+private Docker engine without a network, loopback relays to moto, PostgreSQL and uc-server).
 
 Each function gets the README's event file (its bucket and keys pointed at this test's table)
 and the checked-in `functions/*/events/env.json` with its placeholders filled in, and must
