@@ -1,6 +1,6 @@
 """tests/rig/readme_commands.sh, CI's run of the README's commands from a cold target directory,
 on stand-in commands: the script copied into a scratch checkout with its command list replaced
-(the real commands take 15 to 45 minutes each)."""
+(the real commands take 11 to 14 minutes each from a cold target directory)."""
 
 import os
 import re
