@@ -25,7 +25,7 @@ commands=(
 )
 case "${1:-}" in
   --due) available="" ;;
-  ''|-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  ''|-h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 2 ;;
   *[!0-9]*) echo "error: expected minutes (a number) or --due, got '$1'" >&2; exit 2 ;;
   *) available="$1" ;;
 esac
