@@ -24,7 +24,7 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let setting = |name: &str| std::env::var(name).ok();
     crash::arm(setting(crash::CRASH_AT));
-    config::install_log_limits(&setting)?;
+    config::install_memory_budget(&setting)?;
     let function_config = UnityConfig::from_settings(&setting)?;
     let aws = config::load().await;
     let secrets = function_config

@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use lakemirror_iceberg::LogLimits;
 use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_rest::{AwsSigning, RestCatalog, RestCatalogSettings};
 use lakemirror_storage::uri::table_prefixes;
-use lakemirror_storage::{ObjectStores, S3Options, SecretSource};
+use lakemirror_storage::{MemoryShare, ObjectStores, S3Options, SecretSource};
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
 
@@ -110,17 +109,18 @@ pub fn object_stores(
     .with_external_roots(table_prefixes(setting("ALLOWED_EXTERNAL_ROOTS").as_deref()))
 }
 
-/// Bounds what one sync reads of a log into memory by the memory of the function:
-/// `MEMORY_SIZE` (MB; the template sets it from `MemorySize`), else the memory Lambda gives
-/// the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); neither set: the largest log file only.
-pub fn install_log_limits(setting: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+/// Installs the process's memory budget ([`lakemirror_storage::budget`]) from the memory of
+/// the function: `MEMORY_SIZE` (MB; the template sets it from `MemorySize`), else the memory
+/// Lambda gives the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); neither set: not bounded
+/// by memory, only the largest object is.
+pub fn install_memory_budget(setting: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let named = setting("MEMORY_SIZE").filter(|v| !v.trim().is_empty());
     let lambda = setting("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").filter(|v| !v.trim().is_empty());
     if let Some(mb) = named.or(lambda) {
         let mb: u64 = mb.trim().parse().map_err(|_| {
             format!("MEMORY_SIZE must be the function's memory in MB (a whole number), not {mb:?}")
         })?;
-        LogLimits::for_memory_mb(mb).install();
+        lakemirror_storage::budget::install(MemoryShare::for_memory_mb(mb));
     }
     Ok(())
 }

@@ -261,7 +261,7 @@ async fn main() -> ExitCode {
         Cli::from_arg_matches(&without_empty_variables(Cli::command(), &is_empty).get_matches())
             .unwrap_or_else(|e| e.exit());
     if let Some(mb) = cli.memory_size.or_else(machine_memory_mb) {
-        lakemirror_delta::LogLimits::for_memory_mb(mb).install();
+        lakemirror_storage::budget::install(lakemirror_storage::MemoryShare::for_memory_mb(mb));
     }
     let aws = config::load().await;
     let catalog = match config::catalog(&aws, &|name| cli.rest.setting(name)).await {

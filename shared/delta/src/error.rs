@@ -46,6 +46,9 @@ pub enum Error {
         version: i64,
         limit: u64,
         memory: String,
+        /// Whether the limit is a share of a budget other tables use at once: alone, the
+        /// work may hold more.
+        shared: bool,
     },
 
     /// The catalog of a catalog-managed table did not say which commits it ratified; asking
@@ -96,5 +99,15 @@ impl Error {
     /// Whether the object asked for does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Storage(e) if e.is_not_found())
+    }
+
+    /// Whether the read needed more than the work's share of the memory budget, and may
+    /// succeed alone, with the whole budget.
+    pub fn needs_whole_budget(&self) -> bool {
+        match self {
+            Error::Storage(e) => e.needs_whole_budget(),
+            Error::TooManyFiles { shared, .. } => *shared,
+            _ => false,
+        }
     }
 }

@@ -12,6 +12,4 @@ pub mod writer;
 
 pub use catalog::{Catalog, CatalogTable, InMemoryCatalog, Lakehouse};
 pub use error::{Error, Result};
-/// What one sync reads of a Delta log at once, set by each function from its memory.
-pub use lakemirror_delta::LogLimits;
 pub use writer::{MetadataWriter, StagedTable};

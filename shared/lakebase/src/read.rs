@@ -14,7 +14,7 @@ use arrow_schema::{DataType, FieldRef, Schema, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::AsyncFileReader;
@@ -288,15 +288,15 @@ impl AsyncFileReader for RangedParquet {
         &mut self,
         ranges: Vec<std::ops::Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        // The chunks of a row group are held together until it is decoded: their room is
+        // taken at once.
         let store = &self.store;
         let location = &self.location;
         async move {
-            futures::stream::iter(ranges)
-                .map(|range| async move { store.get_range(location, range).await })
-                .buffered(CHUNKS_AT_ONCE)
-                .map_err(storage_error)
-                .try_collect()
+            store
+                .get_ranges(location, ranges, CHUNKS_AT_ONCE)
                 .await
+                .map_err(storage_error)
         }
         .boxed()
     }

@@ -109,6 +109,16 @@ impl Error {
         )
     }
 
+    /// Whether the sync needed more than its share of the function's memory budget (an
+    /// object, or a replay, larger than the share holds) and may succeed alone.
+    pub fn needs_whole_budget(&self) -> bool {
+        match self {
+            Error::Iceberg(lakemirror_iceberg::Error::Storage(e)) => e.needs_whole_budget(),
+            Error::Iceberg(lakemirror_iceberg::Error::Delta(e)) => e.needs_whole_budget(),
+            _ => false,
+        }
+    }
+
     /// No Delta table where one was asked for.
     pub fn is_not_a_delta_table(&self) -> bool {
         matches!(

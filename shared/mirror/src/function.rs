@@ -15,8 +15,8 @@ use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
-use lakemirror_storage::IoCounters;
 use lakemirror_storage::uri::{StagedCommitFile, allowed_by, table_prefixes};
+use lakemirror_storage::{IoCounters, SharedOut, budget};
 
 use crate::batch::{Batch, Outcome, Parking, message_key};
 use crate::error::{Error, Result};
@@ -159,7 +159,9 @@ impl GlueSyncFunction {
     /// (throttling, conflicts, 5xx). Messages that can never succeed are parked in the
     /// dead-letter queue and logged once. Other events fail as a whole when a retry may help.
     ///
-    /// The tables sync side by side ([`SYNCS_AT_ONCE`]). With a `deadline` (the
+    /// The tables sync side by side ([`SYNCS_AT_ONCE`]), each within an equal part of the
+    /// function's memory budget; a table whose objects need more than its part is synced
+    /// again alone, once the others are done. With a `deadline` (the
     /// invocation's), no sync starts later than [`START_MARGIN`] before it, and a sync still
     /// running [`RESPONSE_MARGIN`] before it is cut off: those tables are left for
     /// redelivery, the others' messages are done. A sync cut off has made nothing visible
@@ -178,20 +180,22 @@ impl GlueSyncFunction {
         }
         let deliveries = event.deliveries();
         let mut batch = Batch::new(&deliveries, event.is_sqs(), self.config.max_receive_count);
-        // The tables of a batch sync side by side: one slow table does not keep the others
-        // waiting until the deadline cuts them off.
-        let outcomes: Vec<(TableTrigger, Outcome)> =
-            futures::stream::iter(table_triggers(&deliveries, &self.config.table_prefixes))
-                .enumerate()
-                .map(|(n, trigger)| async move {
-                    // The first syncs always start, so that every invocation makes progress.
-                    let first = n < SYNCS_AT_ONCE;
-                    let outcome = self.sync_before(&trigger, deadline, first).await;
-                    (trigger, outcome)
-                })
-                .buffer_unordered(SYNCS_AT_ONCE)
-                .collect()
-                .await;
+        let triggers = table_triggers(&deliveries, &self.config.table_prefixes);
+        // The tables of a batch sync side by side, each within its part of the memory
+        // budget: one slow table does not keep the others waiting until the deadline cuts
+        // them off, and one table's large objects do not take the others' memory.
+        let shared = &SharedOut::new(budget::current(), SYNCS_AT_ONCE.min(triggers.len()));
+        let outcomes: Vec<(TableTrigger, Outcome)> = futures::stream::iter(triggers)
+            .enumerate()
+            .map(|(n, trigger)| async move {
+                // The first syncs always start, so that every invocation makes progress.
+                let first = n < SYNCS_AT_ONCE;
+                let outcome = self.sync_before(&trigger, deadline, first, shared).await;
+                (trigger, outcome)
+            })
+            .buffer_unordered(SYNCS_AT_ONCE)
+            .collect()
+            .await;
         for (trigger, outcome) in outcomes {
             batch.settle(&trigger, outcome);
         }
@@ -311,6 +315,7 @@ impl GlueSyncFunction {
         )
         .await?;
         let work = &work;
+        let shared = &SharedOut::new(budget::current(), SYNCS_AT_ONCE.min(mirrors.len()));
         let done = futures::stream::iter(&mirrors)
             .map(|mirror| async move {
                 let left =
@@ -319,7 +324,8 @@ impl GlueSyncFunction {
                     tracing::warn!(glue_table = %mirror.glue_table(), "too close to the function timeout to {doing}; left to the next tick");
                     return None;
                 }
-                Some(work(mirror).await)
+                // Each mirror's work within its part of the memory budget.
+                Some(shared.within_part(work(mirror)).await)
             })
             .buffer_unordered(SYNCS_AT_ONCE)
             .filter_map(|done| async move { done })
@@ -506,8 +512,14 @@ impl GlueSyncFunction {
         trigger: &TableTrigger,
         deadline: Option<SystemTime>,
         first: bool,
+        shared: &SharedOut,
     ) -> Outcome {
-        let sync = lakemirror_runtime::isolated(sync_one(&self.lake, &self.config, trigger));
+        // Within its part of the memory budget; again alone, with all of it, when an object
+        // of the table needs more than its part.
+        let sync = lakemirror_runtime::isolated(shared.run(
+            || sync_one(&self.lake, &self.config, trigger),
+            Error::needs_whole_budget,
+        ));
         let finished = match deadline::run_before(deadline, first, sync).await {
             Timed::Done(finished) => finished,
             Timed::NotStarted => return Outcome::NotStarted,

@@ -2,6 +2,7 @@
 //! OAuth2 client-credentials exchange (refreshed before it expires and when refused), or an
 //! AWS SigV4 signature (Glue's and S3 Tables' Iceberg endpoints) with the SDK's signer.
 
+use lakemirror_storage::budget::{self, BodyError};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -148,7 +149,11 @@ impl Auth {
             .await
             .map_err(|e| Error::Unreachable(format!("{token_uri}: {e}")))?;
         let status = response.status();
-        let text = response.text().await.unwrap_or_default();
+        let text = match budget::read_response(token_uri, response).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(BodyError::TooLarge(e)) => return Err(Error::Auth(e.to_string())),
+            Err(BodyError::Read(_)) => String::new(),
+        };
         if status.is_redirection() {
             return Err(Error::Auth(format!(
                 "the token endpoint {token_uri} answered {status} (a redirect); lakemirror follows no redirect, so the client secret goes only where REST_CATALOG_OAUTH2_SERVER_URI says: set it to the address the endpoint redirects to"

@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lakemirror_iceberg::Error;
-use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry, IcebergEntry};
+use lakemirror_iceberg::catalog::{
+    Catalog, CatalogCommit, CatalogEntry, IcebergEntry, MAX_LISTING_PAGES, too_many_pages,
+};
+use lakemirror_storage::budget::{self, BodyError};
 use lakemirror_storage::service_url::path_segment;
 use lakemirror_storage::{IoCounters, with_causes};
 use reqwest::{Method, StatusCode};
@@ -205,7 +208,11 @@ impl RestCatalog {
             };
             let response = request.send().await.map_err(unreachable)?;
             let status = response.status();
-            let bytes = response.bytes().await.map_err(unreachable)?;
+            let bytes = match budget::read_response(&format!("{method} {url}"), response).await {
+                Ok(bytes) => bytes,
+                Err(BodyError::Read(e)) => return Err(unreachable(e).into()),
+                Err(BodyError::TooLarge(e)) => return Err(e.into()),
+            };
             counters.request(bytes.len(), payload.len());
             let refused = status == StatusCode::UNAUTHORIZED || status.as_u16() == 419;
             if refused && !retried && self.auth.refused().await {
@@ -531,7 +538,10 @@ impl Catalog for RestCatalog {
         let base = format!("{}/tables", self.namespace_url(database, counters).await?);
         let mut names = Vec::new();
         let mut token: Option<String> = None;
-        loop {
+        for page in 1.. {
+            if page > MAX_LISTING_PAGES {
+                return Err(too_many_pages(self.kind(), database));
+            }
             let url = match &token {
                 Some(t) => format!("{base}?pageToken={}", path_segment(t)),
                 None => base.clone(),

@@ -21,14 +21,25 @@ pub enum Error {
     )]
     Outside { location: String, root: String },
 
-    /// An object is larger than lakemirror reads into memory. Permanent.
+    /// An object is larger than the memory a table's work may read at once: its share of
+    /// the function's memory budget. Permanent, unless the share is part of a budget shared
+    /// by several tables at once and the whole budget holds it (`fits_alone`): run alone, it
+    /// is read.
     #[error(
-        "{location} is {size} bytes, more than the {limit} bytes lakemirror reads into memory at once with the memory it has; nothing was written. Give the function more memory (MemorySize, MEMORY_SIZE: a quarter of it, at most 512 MB, is read at once), or split such operations into smaller commits"
+        "{location} is {size} bytes, more than the {limit} bytes one table's work may read into memory at once with {memory}; {}",
+        match fits_alone {
+            true => "it is tried again alone, with the whole budget",
+            false => "nothing was written. Give the function more memory (MemorySize, MEMORY_SIZE: 40% of three quarters of it, at most 512 MB, is read at once), or split such operations into smaller commits",
+        }
     )]
     TooLarge {
         location: String,
         size: u64,
         limit: u64,
+        /// The memory the limit comes from, as the message names it.
+        memory: String,
+        /// Whether the whole budget, not shared with other tables, holds the object.
+        fits_alone: bool,
     },
 
     /// A secret could not be read (see the message for the permission or value it needs).
@@ -60,11 +71,21 @@ impl Error {
                     | object_store::Error::PermissionDenied { .. }
                     | object_store::Error::Unauthenticated { .. }
             ),
-            Error::Location { .. }
-            | Error::Outside { .. }
-            | Error::TooLarge { .. }
-            | Error::Secret { .. } => false,
+            Error::TooLarge { fits_alone, .. } => *fits_alone,
+            Error::Location { .. } | Error::Outside { .. } | Error::Secret { .. } => false,
         }
+    }
+
+    /// Whether the object did not fit a table's share of the memory budget but fits the
+    /// whole budget: run alone, the work reads it.
+    pub fn needs_whole_budget(&self) -> bool {
+        matches!(
+            self,
+            Error::TooLarge {
+                fits_alone: true,
+                ..
+            }
+        )
     }
 
     /// Whether the store refused the request for lack of rights.

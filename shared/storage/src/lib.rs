@@ -6,6 +6,7 @@
 //! How a function runs (metrics, deadlines, crash points, batch failures) is the room beside
 //! it, lakemirror-runtime.
 
+pub mod budget;
 mod counters;
 pub mod credentials;
 mod error;
@@ -14,9 +15,10 @@ mod stores;
 mod table;
 pub mod uri;
 
+pub use budget::{MemoryShare, SharedOut};
 pub use counters::{IoCounters, IoTotals};
 pub use credentials::{SecretSource, VendedCredentials};
 pub use error::{Error, Result, with_causes};
 pub use stores::{ObjectStores, S3CredentialProvider, S3Options};
-pub use table::{TableStorage, install_object_bytes, object_bytes};
+pub use table::{TableStorage, ToParse};
 pub use uri::{LogPath, TableScope, canonical_uri};

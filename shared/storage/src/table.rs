@@ -8,26 +8,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, PutPayload};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, PutPayload};
 
+use crate::budget;
 use crate::counters::IoCounters;
 use crate::error::{Error, Result};
 use crate::uri::TableScope;
 
-/// The largest object this process reads into memory at once (the installed bound, else
-/// 512 MB).
-pub fn object_bytes() -> u64 {
-    OBJECT_BYTES.get().copied().unwrap_or(DEFAULT_OBJECT_BYTES)
+/// An object read to be parsed, with the room its bytes and its parse take.
+#[derive(Debug)]
+pub struct ToParse {
+    pub bytes: Bytes,
+    pub meta: ObjectMeta,
+    pub room: budget::Reservation,
 }
-
-/// Bounds every whole-object read of this process at `bytes` (once, at start-up; from the
-/// function's memory, with the log limits).
-pub fn install_object_bytes(bytes: u64) {
-    let _ = OBJECT_BYTES.set(bytes);
-}
-
-const DEFAULT_OBJECT_BYTES: u64 = 512 * 1024 * 1024;
-static OBJECT_BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
 
 /// A store rooted at a URI such as `s3://bucket/prefix` or `file:///data/table`.
 #[derive(Clone)]
@@ -165,23 +159,23 @@ impl TableStorage {
         }
     }
 
-    /// Reads `location` whole, if it holds at most [`object_bytes`] (a quarter of the
-    /// process's memory): a larger object is refused before its body is read. Any object a
-    /// table's writer may write (its log, its `_lakemirror/` folder) is read through this or
+    /// Reads `location` whole, within the memory share of the work it is for
+    /// ([`budget::current`]): a larger object is refused before its body is read, and the
+    /// bytes hold their room in the share until they are dropped. Any object a table's writer
+    /// may write (its log, its `_lakemirror/` folder) is read through this or
     /// [`Self::get_at_most`], never unbounded.
     pub async fn get(&self, location: &str) -> Result<(Bytes, ObjectMeta)> {
-        self.get_at_most(location, object_bytes())
-            .await?
-            .ok_or_else(|| {
-                Error::Store(object_store::Error::NotFound {
-                    path: location.to_string(),
-                    source: "the object vanished while it was read".into(),
-                })
+        self.get_at_most(location, u64::MAX).await?.ok_or_else(|| {
+            Error::Store(object_store::Error::NotFound {
+                path: location.to_string(),
+                source: "the object vanished while it was read".into(),
             })
+        })
     }
 
-    /// Reads `location` and its metadata if it exists and holds at most `max_bytes`: a
-    /// larger object is refused before its body is read.
+    /// Reads `location` and its metadata if it exists and holds at most `max_bytes` (and
+    /// fits the memory share it is read in): a larger object is refused before its body is
+    /// read; the body waits for room in the share.
     pub async fn get_at_most(
         &self,
         location: &str,
@@ -195,18 +189,56 @@ impl TableStorage {
             }
             Err(e) => return Err(e.into()),
         };
-        if result.meta.size > max_bytes {
+        let share = budget::current();
+        let size = result.meta.size;
+        if size > max_bytes && max_bytes < share.read_bytes() {
             self.counters.request(0, 0);
             return Err(Error::TooLarge {
                 location: location.to_string(),
-                size: result.meta.size,
+                size,
                 limit: max_bytes,
+                memory: share.describe(),
+                fits_alone: false,
             });
         }
+        let room = match share.reserve(location, size).await {
+            Ok(room) => room,
+            Err(e) => {
+                self.counters.request(0, 0);
+                return Err(e);
+            }
+        };
         let meta = result.meta.clone();
         let bytes = result.bytes().await?;
         self.counters.request(bytes.len(), 0);
-        Ok(Some((bytes, meta)))
+        Ok(Some((room.holding(bytes), meta)))
+    }
+
+    /// Reads `location` whole to be parsed into up to `parse_factor` times its size: the
+    /// room for the bytes and the parse is taken from the work's memory share before the
+    /// body is read, and held by the answer's reservation (which the parse may cut to what
+    /// it found it needs). None when the object does not exist.
+    pub async fn get_to_parse(&self, location: &str, parse_factor: u64) -> Result<Option<ToParse>> {
+        let result = match self.store.get(&self.readable(location)?).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.counters.request(0, 0);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let share = budget::current();
+        let size = result.meta.size;
+        let factor = parse_factor.max(1);
+        if size.saturating_mul(factor) > share.read_bytes() {
+            self.counters.request(0, 0);
+            return Err(share.too_large_to_parse(location, size, factor));
+        }
+        let room = share.reserve(location, size.saturating_mul(factor)).await?;
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(Some(ToParse { bytes, meta, room }))
     }
 
     /// Reads `location` if it exists.
@@ -222,30 +254,118 @@ impl TableStorage {
         &self,
         location: &str,
     ) -> Result<Option<(Bytes, ObjectMeta)>> {
-        self.get_at_most(location, object_bytes()).await
+        self.get_at_most(location, u64::MAX).await
     }
 
-    /// The bytes of `range`, all of them: a store answers a range past an object's end with
-    /// the bytes it has, and sizes come from logs a writer wrote, so a short answer is an
-    /// error naming the object, never a slice cut past its end later.
+    /// The bytes of `range`, all of them, within the memory share of the work it is for: a
+    /// range larger than the share is refused before it is asked for, and one that ends past
+    /// the object's real end (sizes come from logs a writer wrote) is an error naming the
+    /// object before its body is read, never a slice cut past its end later.
     pub async fn get_range(&self, location: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
         let wanted = range.end.saturating_sub(range.start);
-        let start = range.start;
-        let bytes = self
+        let share = budget::current();
+        if wanted > share.read_bytes() {
+            return Err(share.too_large(location, wanted));
+        }
+        self.fetch_range(location, range, Some(&share)).await
+    }
+
+    /// The bytes of `range`, checked against the object's real end before its body is read,
+    /// the room for them taken from `share` (None: taken already).
+    async fn fetch_range(
+        &self,
+        location: &str,
+        range: std::ops::Range<u64>,
+        share: Option<&budget::MemoryShare>,
+    ) -> Result<Bytes> {
+        let wanted = range.end.saturating_sub(range.start);
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..GetOptions::default()
+        };
+        let result = self
             .store
-            .get_range(&self.readable(location)?, range)
+            .get_opts(&self.readable(location)?, options)
             .await?;
+        if result.range != range {
+            self.counters.request(0, 0);
+            return Err(self.shorter_than_asked(location, &range, result.meta.size));
+        }
+        let room = match share {
+            Some(share) => Some(share.reserve(location, wanted).await?),
+            None => None,
+        };
+        let bytes = result.bytes().await?;
         self.counters.request(bytes.len(), 0);
         if bytes.len() as u64 != wanted {
-            return Err(Error::Location {
-                location: location.to_string(),
-                reason: format!(
-                    "ends at byte {}, before the {wanted} bytes from {start} its table's log made lakemirror ask for: the log and the object disagree (was it replaced or truncated?)",
-                    start + bytes.len() as u64
-                ),
-            });
+            return Err(self.shorter_than_asked(
+                location,
+                &range,
+                range.start + bytes.len() as u64,
+            ));
         }
-        Ok(bytes)
+        Ok(match room {
+            Some(room) => room.holding(bytes),
+            None => bytes,
+        })
+    }
+
+    /// The bytes of each of `ranges` (all of them, as [`Self::get_range`]), read `at_once` at
+    /// a time: the room for all of them is taken at once, before any is asked for, and
+    /// given back when the last of them is dropped. (Reads that keep each other's bytes take
+    /// their room together, or two of them could each hold half and wait for the other.)
+    pub async fn get_ranges(
+        &self,
+        location: &str,
+        ranges: Vec<std::ops::Range<u64>>,
+        at_once: usize,
+    ) -> Result<Vec<Bytes>> {
+        let share = budget::current();
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        let room = std::sync::Arc::new(share.reserve(location, total).await?);
+        futures::stream::iter(ranges)
+            .map(|range| {
+                let room = room.clone();
+                async move {
+                    let bytes = self.fetch_range(location, range, None).await?;
+                    Ok::<_, Error>(budget::Reservation::shared(room, bytes))
+                }
+            })
+            .buffered(at_once.max(1))
+            .try_collect()
+            .await
+    }
+
+    /// The last `len` bytes of `location` and the object's real size, in one request.
+    pub async fn get_tail(&self, location: &str, len: u64) -> Result<(Bytes, u64)> {
+        let share = budget::current();
+        if len > share.read_bytes() {
+            return Err(share.too_large(location, len));
+        }
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(len)),
+            ..GetOptions::default()
+        };
+        let result = self
+            .store
+            .get_opts(&self.readable(location)?, options)
+            .await?;
+        let size = result.meta.size;
+        let room = share.reserve(location, len.min(size)).await?;
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok((room.holding(bytes), size))
+    }
+
+    fn shorter_than_asked(&self, location: &str, range: &std::ops::Range<u64>, end: u64) -> Error {
+        let wanted = range.end.saturating_sub(range.start);
+        Error::Location {
+            location: location.to_string(),
+            reason: format!(
+                "ends at byte {end}, before the {wanted} bytes from {} its table's log made lakemirror ask for: the log and the object disagree (was it replaced or truncated?)",
+                range.start
+            ),
+        }
     }
 
     pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
@@ -412,6 +532,7 @@ mod tests {
                 Error::TooLarge {
                     size: 100,
                     limit: 99,
+                    fits_alone: false,
                     ..
                 }
             ),

@@ -6,6 +6,7 @@
 //! 403 the privilege, a missing catalog or schema how to create it, an unreachable server
 //! `UC_URL`. A 404 on a get is not an error: the object is absent (`None`).
 
+use lakemirror_storage::budget::{self, BodyError};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -224,6 +225,7 @@ impl UnityCatalog {
         let object = format!("{catalog}.{schema}");
         let mut tables = Vec::new();
         let mut page_token: Option<String> = None;
+        let mut pages = 1;
         loop {
             let mut query = vec![("catalog_name", catalog), ("schema_name", schema)];
             if let Some(token) = &page_token {
@@ -246,9 +248,21 @@ impl UnityCatalog {
                 })?;
             tables.extend(page.tables);
             match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(_) if pages == MAX_LIST_PAGES => return Err(self.too_many_pages(&object)),
                 Some(next) => page_token = Some(next),
                 None => return Ok(tables),
             }
+            pages += 1;
+        }
+    }
+
+    fn too_many_pages(&self, object: &str) -> Error {
+        Error::Unity {
+            message: format!(
+                "Unity Catalog at {} lists more than {MAX_LIST_PAGES} pages of {object}; lakemirror reads no more",
+                self.url
+            ),
+            retryable: false,
         }
     }
 
@@ -270,7 +284,7 @@ impl UnityCatalog {
         }
         if status == reqwest::StatusCode::BAD_REQUEST {
             // Some servers answer a duplicate with 400 instead of 409: look before failing.
-            let body = response.text().await.unwrap_or_default();
+            let body = error_text(response).await;
             if self.get_table(&full_name).await?.is_some() {
                 return Ok(CreateOutcome::AlreadyExists);
             }
@@ -334,7 +348,7 @@ impl UnityCatalog {
                 reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN
             )
         {
-            let body = response.text().await.unwrap_or_default();
+            let body = error_text(response).await;
             tracing::warn!(table = full_name, %status, body = brief(&body), "Unity Catalog vends no credentials for this table; reading with this process's own");
             return Ok(None);
         }
@@ -377,6 +391,7 @@ impl UnityCatalog {
     ) -> Result<Vec<String>> {
         let mut names = Vec::new();
         let mut page_token: Option<String> = None;
+        let mut pages = 1;
         loop {
             let mut query = query.to_vec();
             if let Some(token) = &page_token {
@@ -397,9 +412,11 @@ impl UnityCatalog {
                 .and_then(serde_json::Value::as_str)
                 .filter(|t| !t.is_empty())
             {
+                Some(_) if pages == MAX_LIST_PAGES => return Err(self.too_many_pages(object)),
                 Some(next) => page_token = Some(next.to_string()),
                 None => return Ok(names),
             }
+            pages += 1;
         }
     }
 
@@ -432,7 +449,7 @@ impl UnityCatalog {
             let response = self.send(request, &call).await?;
             let status = response.status();
             if matches!(status.as_u16(), 404 | 405 | 501) {
-                let body = response.text().await.unwrap_or_default();
+                let body = error_text(response).await;
                 // A route the server has answers with its JSON error; one it lacks does not.
                 return Ok(match serde_json::from_str::<serde_json::Value>(&body) {
                     Ok(serde_json::Value::Object(_)) if status.as_u16() == 404 => {
@@ -527,7 +544,17 @@ impl UnityCatalog {
 
     async fn check(&self, response: reqwest::Response, call: &Call<'_>) -> Result<String> {
         let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+        let what = format!("Unity Catalog's answer to {} {}", call.what, call.object);
+        let body = match budget::read_response(&what, response).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(BodyError::TooLarge(e)) => {
+                return Err(Error::Unity {
+                    message: e.to_string(),
+                    retryable: false,
+                });
+            }
+            Err(BodyError::Read(_)) => String::new(),
+        };
         if status.is_success() {
             return Ok(body);
         }
@@ -583,6 +610,9 @@ impl UnityCatalog {
     }
 }
 
+/// Pages of one listing (catalogs, schemas, tables) read at most.
+pub const MAX_LIST_PAGES: usize = 100;
+
 /// What `POST /tables` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CreateOutcome {
@@ -591,9 +621,27 @@ pub enum CreateOutcome {
     AlreadyExists,
 }
 
+/// The start of an error's body (at most 64 KiB of it: a message is cut to 300 characters
+/// anyway), for messages and the route check.
+async fn error_text(mut response: reqwest::Response) -> String {
+    const MAX: usize = 64 * 1024;
+    let mut body = Vec::new();
+    while body.len() < MAX {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(MAX - body.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
 /// The start of a response body, on one line, for error messages.
 fn brief(body: &str) -> String {
-    let line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line: String = body
+        .split_whitespace()
+        .take(300)
+        .collect::<Vec<_>>()
+        .join(" ");
     if line.is_empty() {
         return "no details".into();
     }

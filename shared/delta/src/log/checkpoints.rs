@@ -1,7 +1,6 @@
 //! Reading checkpoints: `_last_checkpoint`'s hint, the newest complete checkpoint in a
 //! listing, and its parts and sidecars applied row by row (or only its definition).
 
-use futures::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 
 use crate::actions::ActionLine;
@@ -166,17 +165,13 @@ impl DeltaLog {
             Ok(ranges) => ranges,
             Err(e) => return Ok(Err(e)),
         };
-        let mut parts = stream::iter(ranges)
-            .map(|range| async move {
-                let start = range.start;
-                self.table
-                    .get_range(location, range)
-                    .await
-                    .map(|bytes| (start, bytes))
-            })
-            .buffered(FETCH_CONCURRENCY)
-            .try_collect::<Vec<_>>()
+        // Held together until decoded: their room is taken at once.
+        let starts: Vec<u64> = ranges.iter().map(|r| r.start).collect();
+        let chunks = self
+            .table
+            .get_ranges(location, ranges, FETCH_CONCURRENCY)
             .await?;
+        let mut parts: Vec<(u64, bytes::Bytes)> = starts.into_iter().zip(chunks).collect();
         parts.push((footer_start, footer));
         Ok(definition_actions(SparseFile { len: size, parts }))
     }

@@ -14,12 +14,16 @@ impl DeltaLog {
             version,
             limit: self.limits.held_files,
             memory: self.limits.memory_text(),
+            shared: self.limits.shared_by > 1,
         }
     }
 
-    /// Refuses a replay holding more files than the limits allow.
+    /// Refuses a replay holding more files than the limits allow, or files that take more
+    /// memory than that many files of the usual size would.
     pub(super) fn check_held(&self, active: &ActiveFileSet, version: i64) -> Result<()> {
-        match active.files.len() as u64 > self.limits.held_files {
+        let files = active.files.len() as u64 > self.limits.held_files;
+        let bytes = active.held_bytes > self.limits.held_bytes();
+        match files || bytes {
             true => Err(self.too_many_files(version)),
             false => Ok(()),
         }
@@ -54,6 +58,7 @@ mod tests {
     fn limits(held_files: u64, file_bytes: u64) -> LogLimits {
         LogLimits {
             memory_mb: Some(1),
+            shared_by: 1,
             file_bytes,
             held_files,
         }

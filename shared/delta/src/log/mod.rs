@@ -44,7 +44,8 @@ pub struct DeltaLog {
 }
 
 impl DeltaLog {
-    /// The log of `table`, read within this process's [`LogLimits`].
+    /// The log of `table`, read within the [`LogLimits`] of the work running now (its share
+    /// of the process's memory budget).
     pub fn new(table: TableStorage) -> Self {
         Self::with_limits(table, LogLimits::current())
     }
