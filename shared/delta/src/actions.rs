@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use crate::bounded::{self, HeapSize};
+
 /// One line of a commit file, or one row of a checkpoint: at most one field is set.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -20,6 +22,21 @@ pub struct ActionLine {
     pub sidecar: Option<Sidecar>,
     /// Configuration of a named domain (`delta.rowTracking` holds the row ID high-water mark).
     pub domain_metadata: Option<DomainMetadata>,
+}
+
+impl HeapSize for ActionLine {
+    fn heap_size(&self) -> u64 {
+        // Each action as it is held: its struct and what it points to.
+        let add = self
+            .add
+            .as_ref()
+            .map_or(0, |a| std::mem::size_of::<Add>() as u64 + a.heap_size());
+        let remove = self
+            .remove
+            .as_ref()
+            .map_or(0, |r| std::mem::size_of::<Remove>() as u64 + r.heap_size());
+        add + remove + self.meta_data.heap_size() + self.protocol.heap_size()
+    }
 }
 
 /// A `domainMetadata` action: the configuration of one named domain of the table.
@@ -66,7 +83,7 @@ pub struct Sidecar {
 pub struct Add {
     /// URI-encoded path, relative to the table root or absolute.
     pub path: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::map")]
     pub partition_values: HashMap<String, Option<String>>,
     pub size: i64,
     #[serde(default = "default_true")]
@@ -115,7 +132,7 @@ pub struct Remove {
     /// into no more memory than its bytes ask for.
     pub deletion_vector: Option<super::deletion_vector::DeletionVector>,
     /// Present when written with `extendedFileMetadata` (Spark and delta-rs do).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::option_map")]
     pub partition_values: Option<HashMap<String, Option<String>>>,
     #[serde(default)]
     pub size: Option<i64>,
@@ -133,9 +150,9 @@ pub struct Metadata {
     #[serde(default)]
     pub id: Option<String>,
     pub schema_string: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::list")]
     pub partition_columns: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::map")]
     pub configuration: HashMap<String, Option<String>>,
 }
 
@@ -144,7 +161,7 @@ pub struct Metadata {
 #[serde(rename_all = "camelCase")]
 pub struct Protocol {
     pub min_reader_version: i32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::option_list")]
     pub reader_features: Option<Vec<String>>,
 }
 
@@ -158,6 +175,59 @@ pub struct CommitInfo {
 
 fn default_true() -> bool {
     true
+}
+
+impl HeapSize for Add {
+    fn heap_size(&self) -> u64 {
+        self.path.heap_size()
+            + self.partition_values.heap_size()
+            + self.stats.heap_size()
+            + self.deletion_vector.heap_size()
+    }
+}
+
+impl HeapSize for Remove {
+    fn heap_size(&self) -> u64 {
+        self.path.heap_size() + self.partition_values.heap_size() + self.deletion_vector.heap_size()
+    }
+}
+
+impl HeapSize for Metadata {
+    fn heap_size(&self) -> u64 {
+        self.id.heap_size()
+            + self.schema_string.heap_size()
+            + self.partition_columns.heap_size()
+            + self.configuration.heap_size()
+    }
+}
+
+impl HeapSize for Protocol {
+    fn heap_size(&self) -> u64 {
+        self.reader_features.heap_size()
+    }
+}
+
+impl HeapSize for DeltaCommit {
+    fn heap_size(&self) -> u64 {
+        let each = |n: usize, size: usize| (n * size) as u64;
+        each(self.adds.len(), std::mem::size_of::<Add>())
+            + each(self.removes.len(), std::mem::size_of::<Remove>())
+            + self.adds.heap_size()
+            + self.removes.heap_size()
+            + self.metadata.heap_size()
+            + self.protocol.heap_size()
+    }
+}
+
+/// Why a commit file could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitParseError {
+    /// It is not a Delta commit.
+    #[error("{0}")]
+    Malformed(String),
+    /// Parsed, it would hold more memory than the read may.
+    #[error("it holds more than the {max_bytes} bytes one read of the log may hold once parsed")]
+    HoldsMore { max_bytes: u64 },
 }
 
 /// The actions of one Delta version, in log order.
@@ -191,10 +261,24 @@ impl DeltaCommit {
         version: i64,
         bytes: &[u8],
         file_time_ms: i64,
-        mut keep: impl FnMut(&mut ActionLine) -> bool,
+        keep: impl FnMut(&mut ActionLine) -> bool,
     ) -> Result<Self, String> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| format!("commit {version} is not UTF-8: {e}"))?;
+        Self::parse_within(version, bytes, file_time_ms, u64::MAX, keep).map_err(|e| e.to_string())
+    }
+
+    /// [`DeltaCommit::parse_each`] keeping at most `max_bytes` of memory in the commit
+    /// ([`HeapSize`]): a commit that would hold more is refused as it is parsed, before it
+    /// holds much more than the bound.
+    pub fn parse_within(
+        version: i64,
+        bytes: &[u8],
+        file_time_ms: i64,
+        max_bytes: u64,
+        mut keep: impl FnMut(&mut ActionLine) -> bool,
+    ) -> Result<Self, CommitParseError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            CommitParseError::Malformed(format!("commit {version} is not UTF-8: {e}"))
+        })?;
         let mut commit = DeltaCommit {
             version,
             timestamp_ms: file_time_ms,
@@ -206,17 +290,25 @@ impl DeltaCommit {
             row_id_high_water_mark: None,
         };
         let mut info_time = None;
+        let mut held = 0u64;
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             let mut action: ActionLine = serde_json::from_str(line).map_err(|e| {
-                format!("commit {version}, line {}: not a Delta action ({e})", n + 1)
+                CommitParseError::Malformed(format!(
+                    "commit {version}, line {}: not a Delta action ({e})",
+                    n + 1
+                ))
             })?;
             if let Some(info) = &action.commit_info {
                 info_time = info.in_commit_timestamp.or(info.timestamp);
             }
             if keep(&mut action) {
+                held = held.saturating_add(action.heap_size());
+                if held > max_bytes {
+                    return Err(CommitParseError::HoldsMore { max_bytes });
+                }
                 commit.push(action);
             }
         }

@@ -28,6 +28,12 @@ pub struct DeletionVector {
     pub cardinality: i64,
 }
 
+impl crate::bounded::HeapSize for DeletionVector {
+    fn heap_size(&self) -> u64 {
+        self.storage_type.heap_size() + self.path_or_inline_dv.heap_size()
+    }
+}
+
 /// The row positions `dv` deletes from the data file at `data_location`, read from the
 /// log (inline) or from the table's storage (the only IO of this module).
 pub async fn read_positions(

@@ -5,6 +5,7 @@
 //! Parquet footer nobody vouches for is safe to decode ([`footer`]).
 
 pub mod actions;
+pub mod bounded;
 pub mod catalog_managed;
 pub mod checkpoint;
 pub mod deletion_vector;

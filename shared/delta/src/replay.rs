@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::actions::{Add, DeltaCommit, Metadata, Protocol};
+use crate::bounded::HeapSize;
 
 /// A file action as a replay meets it: an add, or the path (as the log writes it) of a
 /// remove.
@@ -69,6 +70,14 @@ pub struct ActiveFileSet {
     pub filter: Option<FileFilter>,
     /// The row ID high-water mark (`delta.rowTracking` domain), when the log states it.
     pub row_id_high_water_mark: Option<i64>,
+    /// The memory the held files take ([`HeapSize`], with their keys).
+    pub held_bytes: u64,
+}
+
+/// Memory one held file takes: its add, its decoded path as the key, the map's entry.
+fn held_size(key_len: usize, add: &Add) -> u64 {
+    (std::mem::size_of::<Add>() + 2 * std::mem::size_of::<String>() + key_len) as u64
+        + add.heap_size()
 }
 
 impl ActiveFileSet {
@@ -87,7 +96,14 @@ impl ActiveFileSet {
             .as_ref()
             .is_none_or(|f| f.keeps(FileAction::Add(&add)))
         {
-            self.files.insert(decode_path(&add.path), add);
+            let key = decode_path(&add.path);
+            let key_len = key.len();
+            self.held_bytes += held_size(key_len, &add);
+            if let Some(replaced) = self.files.insert(key, add) {
+                self.held_bytes = self
+                    .held_bytes
+                    .saturating_sub(held_size(key_len, &replaced));
+            }
         }
     }
 
@@ -98,7 +114,12 @@ impl ActiveFileSet {
             .as_ref()
             .is_none_or(|f| f.keeps(FileAction::Remove(path)))
         {
-            self.files.remove(&decode_path(path));
+            let key = decode_path(path);
+            if let Some(removed) = self.files.remove(&key) {
+                self.held_bytes = self
+                    .held_bytes
+                    .saturating_sub(held_size(key.len(), &removed));
+            }
         }
     }
 

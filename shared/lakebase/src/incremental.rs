@@ -47,6 +47,10 @@ pub(crate) async fn apply_increment(
             tracing::warn!(%target, synced = state.version, ?first_available, "the commits after the synced version were cleaned up from the Delta log; refreshing fully");
             return Ok(None);
         }
+        CommitsSince::Partial(commits) => {
+            tracing::warn!(%target, synced = state.version, read = commits.len(), "more commits are new than one read of the log holds in this memory; refreshing fully");
+            return Ok(None);
+        }
     };
     let Some(last) = commits.last() else {
         let columns = match &state.metadata {

@@ -3,7 +3,9 @@
 
 use futures::{StreamExt, TryStreamExt, stream};
 
-use crate::actions::DeltaCommit;
+use crate::bounded::HeapSize;
+
+use crate::actions::{CommitParseError, DeltaCommit};
 use crate::error::{Error, Result};
 
 use super::{DeltaLog, FETCH_CONCURRENCY, LogFileKind};
@@ -13,6 +15,9 @@ use super::{DeltaLog, FETCH_CONCURRENCY, LogFileKind};
 pub enum CommitsSince {
     /// Every commit from the next version up to the target, in order (maybe none).
     Contiguous(Vec<DeltaCommit>),
+    /// The first commits from the next version on, in order, as many as one read holds
+    /// parsed: more follow, for the next read.
+    Partial(Vec<DeltaCommit>),
     /// The commit right after the version is gone (log cleanup): rebuild from a checkpoint.
     Gap { first_available: Option<i64> },
 }
@@ -43,13 +48,17 @@ impl DeltaLog {
     }
 
     /// Parses a commit held whole, after checking that its actions (about one a line) fit
-    /// the files one read holds.
+    /// the files one read holds, and holding no more memory than they may.
     fn parse_commit(&self, version: i64, bytes: &[u8], time_ms: i64) -> Result<DeltaCommit> {
         let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
         if lines > self.limits.held_files {
             return Err(self.too_many_files(version));
         }
-        DeltaCommit::parse(version, bytes, time_ms).map_err(|reason| self.malformed(reason))
+        DeltaCommit::parse_within(version, bytes, time_ms, self.limits.held_bytes(), |_| true)
+            .map_err(|e| match e {
+                CommitParseError::HoldsMore { .. } => self.too_many_files(version),
+                CommitParseError::Malformed(reason) => self.malformed(reason),
+            })
     }
 
     /// The commits after `version` up to `target` (newest when None). `known` is a version
@@ -57,9 +66,15 @@ impl DeltaLog {
     /// commits up to it are read and newer ones are left to their own events.
     ///
     /// Commit files are fetched by name and the log is listed only when a name is missing
-    /// (nothing new, or cleaned up) or more than one commit is new and nothing bounds them:
-    /// a LIST costs more than a GET on S3, and some stores list in time that grows with
-    /// the bucket, while the usual sync has one new commit.
+    /// (nothing new, or cleaned up), more than one commit is new and nothing bounds them,
+    /// or the version named is more than [`FETCH_CONCURRENCY`] ahead: a LIST costs more than
+    /// a GET on S3, and some stores list in time that grows with the bucket, while the usual
+    /// sync has one new commit; but a version an event names is what a writer of the table
+    /// chose (`00000000009999999999.json`), and no more versions are asked for by name than
+    /// one round of fetches holds.
+    ///
+    /// The commits read are at most what one read of the log holds parsed
+    /// ([`crate::LogLimits::held_bytes`]): past it, [`CommitsSince::Partial`].
     pub async fn commits_since(
         &self,
         version: i64,
@@ -70,24 +85,44 @@ impl DeltaLog {
             return Ok(CommitsSince::Contiguous(Vec::new()));
         }
         let named = target.or(known.filter(|k| *k > version));
+        let by_name = |last: i64| last - version <= FETCH_CONCURRENCY as i64;
         if let Some(last) = named {
-            if let Some(commits) = self.fetch_commits(version + 1, last).await? {
-                return Ok(CommitsSince::Contiguous(commits));
+            if by_name(last)
+                && let Some(commits) = self.fetch_commits(version + 1, last).await?
+            {
+                return Ok(self.within_held(commits));
             }
         } else if let Some(first) = self.fetch_commit(version + 1).await? {
             let Some(second) = self.fetch_commit(version + 2).await? else {
                 return Ok(CommitsSince::Contiguous(vec![first]));
             };
             // Catching up on several commits: list the rest.
-            if let CommitsSince::Contiguous(rest) =
-                self.listed_commits_since(version + 2, None).await?
-            {
-                return Ok(CommitsSince::Contiguous(
-                    [first, second].into_iter().chain(rest).collect(),
-                ));
+            match self.listed_commits_since(version + 2, None).await? {
+                CommitsSince::Contiguous(rest) | CommitsSince::Partial(rest) => {
+                    return Ok(self.within_held([first, second].into_iter().chain(rest).collect()));
+                }
+                CommitsSince::Gap { .. } => {}
             }
         }
         self.listed_commits_since(version, target).await
+    }
+
+    /// `commits` (every one up to the target), or as many of the first as one read holds.
+    fn within_held(&self, mut commits: Vec<DeltaCommit>) -> CommitsSince {
+        let mut held = 0u64;
+        let fit = commits
+            .iter()
+            .take_while(|c| {
+                held = held.saturating_add(c.heap_size());
+                held <= self.limits.held_bytes()
+            })
+            .count()
+            .max(1);
+        if fit >= commits.len() {
+            return CommitsSince::Contiguous(commits);
+        }
+        commits.truncate(fit);
+        CommitsSince::Partial(commits)
     }
 
     /// Whether the log holds commit `version` (published, or ratified by the table's catalog):
@@ -151,14 +186,20 @@ impl DeltaLog {
             })
     }
 
-    /// Commits `first..=last`, fetched by name; None when one of them does not exist.
+    /// Commits `first..=last`, fetched by name (their bytes wait for room in the work's
+    /// memory share); None when one of them does not exist.
     async fn fetch_commits(&self, first: i64, last: i64) -> Result<Option<Vec<DeltaCommit>>> {
-        let fetched: Vec<Option<DeltaCommit>> = stream::iter(first..=last)
+        let mut fetched = stream::iter(first..=last)
             .map(|v| self.fetch_commit(v))
-            .buffered(FETCH_CONCURRENCY)
-            .try_collect()
-            .await?;
-        Ok(fetched.into_iter().collect())
+            .buffered(FETCH_CONCURRENCY);
+        let mut commits = Vec::new();
+        while let Some(commit) = fetched.try_next().await? {
+            let Some(commit) = commit else {
+                return Ok(None);
+            };
+            commits.push(commit);
+        }
+        Ok(Some(commits))
     }
 
     /// [`Self::commits_since`] from a listing of the log.
@@ -202,11 +243,18 @@ impl DeltaLog {
                 first_available: None,
             });
         }
-        let commits: Vec<DeltaCommit> = stream::iter(wanted)
+        // Read in order, as many as one read holds parsed; the rest is left for the next.
+        let mut read = stream::iter(wanted)
             .map(|(v, meta)| self.read_commit(v, meta))
-            .buffered(FETCH_CONCURRENCY)
-            .try_collect()
-            .await?;
+            .buffered(FETCH_CONCURRENCY);
+        let (mut commits, mut held) = (Vec::new(), 0u64);
+        while let Some(commit) = read.try_next().await? {
+            held = held.saturating_add(commit.heap_size());
+            if held > self.limits.held_bytes() && !commits.is_empty() {
+                return Ok(CommitsSince::Partial(commits));
+            }
+            commits.push(commit);
+        }
         if let Some(t) = target
             && commits.last().map(|c| c.version) != Some(t)
         {
