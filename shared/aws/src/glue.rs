@@ -5,7 +5,9 @@ use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};
 use iceberg::spec::{PrimitiveType, Schema, Type};
 use lakemirror_iceberg::Error;
-use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry, IcebergEntry};
+use lakemirror_iceberg::catalog::{
+    Catalog, CatalogCommit, CatalogEntry, IcebergEntry, MAX_LISTING_PAGES, too_many_pages,
+};
 use lakemirror_storage::IoCounters;
 
 type Result<T> = std::result::Result<T, Error>;
@@ -209,7 +211,10 @@ impl Catalog for GlueCatalog {
     ) -> Result<Vec<IcebergEntry>> {
         let mut entries = Vec::new();
         let mut token: Option<String> = None;
-        loop {
+        for page in 1.. {
+            if page > MAX_LISTING_PAGES {
+                return Err(too_many_pages(self.kind(), database));
+            }
             counters.request(0, 0);
             let page = self
                 .client

@@ -83,6 +83,21 @@ impl CatalogCommit<'_> {
     }
 }
 
+/// Pages of one listing of a database's tables a catalog reads at most (Glue answers 100
+/// tables a page): a listing longer than that is refused, naming the database.
+pub const MAX_LISTING_PAGES: usize = 1000;
+
+/// The error of a listing of `database` longer than [`MAX_LISTING_PAGES`].
+pub fn too_many_pages(kind: &str, database: &str) -> Error {
+    Error::Catalog {
+        operation: "listing a database's tables",
+        message: format!(
+            "{kind} lists more than {MAX_LISTING_PAGES} pages of tables in {database}; lakemirror reads no more: keep the mirrors in a database of their own (GLUE_DATABASE)"
+        ),
+        retryable: false,
+    }
+}
+
 /// An Iceberg catalog. Every call counts its requests in `counters` (one sync's report).
 #[async_trait::async_trait]
 pub trait Catalog: Send + Sync + std::fmt::Debug {
@@ -220,19 +235,19 @@ impl Lakehouse {
                 "{kind} table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the {kind} table; nothing was written"
             )));
         }
-        let bytes = match metadata_store.get_if_exists(&location).await? {
-            Some(bytes) => bytes,
+        let metadata = match crate::metadata_json::read(metadata_store, &location).await? {
+            Some(Ok(metadata)) => metadata,
+            Some(Err(why)) => {
+                return Err(Error::CatalogState(format!(
+                    "{kind} table {full}: metadata {location} is not Iceberg table metadata ({why})"
+                )));
+            }
             // Our own metadata, gone with the Delta table's folder: the mirror is lost, and
             // the sync writes it anew (or reports the Delta table missing).
             None => {
                 return Ok(table(None, Some(location), Some(entry)));
             }
         };
-        let metadata: TableMetadata = crate::metadata_json::from_bytes(&bytes).map_err(|e| {
-            Error::CatalogState(format!(
-                "{kind} table {full}: metadata {location} is not Iceberg table metadata ({e})"
-            ))
-        })?;
         let mirrored = metadata.properties().get(DELTA_TABLE_PROPERTY);
         if mirrored.map(|m| canonical_uri(m)) != Some(canonical_uri(delta_table_uri)) {
             return Err(Error::CatalogState(format!(

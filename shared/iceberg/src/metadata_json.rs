@@ -28,13 +28,137 @@ pub fn to_bytes(metadata: &TableMetadata) -> serde_json::Result<Vec<u8>> {
     serde_json::to_vec(&json)
 }
 
-/// Table metadata from a metadata file's bytes, its v3 types as placeholders.
+/// The metadata file at `location`, read and parsed within the work's memory share: the
+/// room for its bytes and its parse ([`PARSE_FACTOR`] times its size) is taken before its
+/// body is read, and a file whose parse would take more ([`parse_cost`]) is not parsed.
+/// None when the file does not exist; `Some(Err(why))` when it is not table metadata.
+pub async fn read(
+    store: &lakemirror_storage::TableStorage,
+    location: &str,
+) -> lakemirror_storage::Result<Option<Result<TableMetadata, String>>> {
+    let Some(read) = store.get_to_parse(location, PARSE_FACTOR).await? else {
+        return Ok(None);
+    };
+    let mut room = read.room;
+    let size = read.bytes.len() as u64;
+    let parsed = match parse_cost(&read.bytes) {
+        Err(e) => Err(e.to_string()),
+        Ok(cost) if cost > size.saturating_mul(PARSE_FACTOR) => Err(format!(
+            "its {size} bytes would take {cost} bytes of memory parsed, more than the {PARSE_FACTOR} times their size Iceberg metadata takes: it is not a metadata file lakemirror or a catalog wrote"
+        )),
+        Ok(cost) => {
+            // What the parse needs is held; the rest of the room goes back.
+            room.keep(cost);
+            from_bytes(&read.bytes).map_err(|e| e.to_string())
+        }
+    };
+    drop(room);
+    Ok(Some(parsed))
+}
+
+/// Table metadata from a metadata file's bytes, its v3 types as placeholders. A file
+/// without them is parsed straight into its type; one with them through a JSON tree, where
+/// the types are replaced.
 pub fn from_bytes(bytes: &[u8]) -> serde_json::Result<TableMetadata> {
+    if !contains(bytes, V3_TYPES_PROPERTY.as_bytes()) {
+        return serde_json::from_slice(bytes);
+    }
     let mut json: Value = serde_json::from_slice(bytes)?;
     for schema in schemas_mut(&mut json) {
         hold_types(schema);
     }
     serde_json::from_value(json)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Times its size a metadata file may take in memory while it is parsed. What lakemirror,
+/// Java Iceberg and the REST catalogs write takes about 6 times ([`parse_cost`]: a value is
+/// a key and a number or a word); a file denser than 10 (`{"pad":[0,0,0,…]}`, 32 times,
+/// planted by whoever may write the table's folder) is refused before it is parsed.
+pub const PARSE_FACTOR: u64 = 10;
+
+/// Memory one JSON value takes while a metadata file is parsed: its node in the parse tree
+/// (serde's buffer for Iceberg's untagged format versions, or a JSON tree) and in the typed
+/// result.
+const BYTES_PER_VALUE: u64 = 64;
+
+/// What parsing `bytes` as metadata takes in memory, estimated from its JSON values and
+/// string bytes, counted without holding them (a JSON tree is never built for this);
+/// an error when the bytes are not JSON.
+pub fn parse_cost(bytes: &[u8]) -> serde_json::Result<u64> {
+    let mut counted = Counted::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde::de::DeserializeSeed::deserialize(Counter(&mut counted), &mut deserializer)?;
+    deserializer.end()?;
+    Ok(bytes.len() as u64
+        + counted.values.saturating_mul(BYTES_PER_VALUE)
+        + counted.string_bytes.saturating_mul(2))
+}
+
+/// JSON values and the bytes of the strings among them.
+#[derive(Default)]
+struct Counted {
+    values: u64,
+    string_bytes: u64,
+}
+
+/// Counts what it visits, holding nothing.
+struct Counter<'a>(&'a mut Counted);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Counter<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Counter<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        self.0.values += 1;
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        self.0.values += 1;
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        self.0.values += 1;
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        self.0.values += 1;
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.0.values += 1;
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.0.values += 1;
+        self.0.string_bytes += v.len() as u64;
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let counted = self.0;
+        counted.values += 1;
+        while seq.next_element_seed(Counter(&mut *counted))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let counted = self.0;
+        counted.values += 1;
+        while map.next_key_seed(Counter(&mut *counted))?.is_some() {
+            map.next_value_seed(Counter(&mut *counted))?;
+        }
+        Ok(())
+    }
 }
 
 /// The real types of the placeholder fields of `metadata`, by field ID.
@@ -126,6 +250,31 @@ fn visit_types(node: &mut Value, visit: &mut dyn FnMut(Option<i32>, &mut Value))
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_padded_file_costs_more_than_a_parse_may_take_and_a_real_one_does_not() {
+        let padded = format!(
+            r#"{{"format-version":2,"pad":[{}0]}}"#,
+            "0,".repeat(100_000)
+        );
+        let cost = parse_cost(padded.as_bytes()).unwrap();
+        assert!(cost > PARSE_FACTOR * padded.len() as u64, "{cost}");
+        // A metadata file as Iceberg writes them: every value a key and a number or a word.
+        let snapshots: Vec<String> = (0..200u64)
+            .map(|n| format!(r#"{{"snapshot-id":{},"parent-snapshot-id":{},"sequence-number":{n},"timestamp-ms":1733000000000,"manifest-list":"s3://lake/warehouse/orders/_lakemirror/iceberg/metadata/snap-{n}7270227574474563845-1-0b4c5f2e-1d2c-4c8a-9b1e-3f5a7c9d1e2f.avro","summary":{{"operation":"append","delta.version":"{n}","added-data-files":"1","total-data-files":"{n}","total-records":"{n}00"}},"schema-id":0}}"#, 7270227574474563845u64 - n, 2270227574474563845u64 + n))
+            .collect();
+        let real = format!(
+            r#"{{"format-version":2,"snapshots":[{}]}}"#,
+            snapshots.join(",")
+        );
+        let cost = parse_cost(real.as_bytes()).unwrap();
+        assert!(
+            cost < PARSE_FACTOR * real.len() as u64,
+            "{cost} for {}",
+            real.len()
+        );
+        assert!(parse_cost(b"{not json").is_err());
+    }
 
     #[test]
     fn placeholders_are_written_as_their_real_types_and_read_back_as_placeholders() {

@@ -158,6 +158,7 @@ async fn plan_new_mirror(
         newest_metadata: grouped.metadata().cloned(),
         rebuilt: None,
         grouped: Some(grouped),
+        more_follow: false,
     })
 }
 
@@ -174,39 +175,44 @@ async fn planned_commits(
     identity: Identity,
     commits: Option<CommitsSince>,
 ) -> Result<Planned> {
-    match commits {
-        Some(CommitsSince::Contiguous(commits)) => {
-            match plan_commits(log.table().scope(), view, &commits) {
-                Ok(plans) => {
-                    let policy = history_policy(request, Some(current), &plans);
-                    Ok(Planned::grown(
-                        written_plans(plans, &policy, Some(current)),
-                        commits.iter().rev().find_map(|c| c.metadata.as_ref()),
-                    ))
-                }
-                Err(lakemirror_plan::Error::RebuildNeeded {
-                    from_version,
-                    reason,
-                    ..
-                }) => {
-                    let format_version = Some(current.metadata.format_version());
-                    rebuild(
-                        log,
-                        request,
-                        Some(from_version),
-                        Some(reason),
-                        format_version,
-                        None,
-                    )
-                    .await
-                }
-                Err(e) => Err(e.into()),
-            }
-        }
+    let (commits, more_follow) = match commits {
+        Some(CommitsSince::Contiguous(commits)) => (Some(commits), false),
+        Some(CommitsSince::Partial(commits)) => (Some(commits), true),
         Some(CommitsSince::Gap { first_available }) => {
             tracing::warn!(table = %read.full_name(), synced, ?first_available, "commits after the synced version were cleaned up; rebuilding from the checkpoint");
-            checked_full(log, read, current, view, synced, request, identity).await
+            return checked_full(log, read, current, view, synced, request, identity).await;
         }
+        None => (None, false),
+    };
+    match commits {
+        Some(commits) => match plan_commits(log.table().scope(), view, &commits) {
+            Ok(plans) => {
+                let policy = history_policy(request, Some(current), &plans);
+                let mut planned = Planned::grown(
+                    written_plans(plans, &policy, Some(current)),
+                    commits.iter().rev().find_map(|c| c.metadata.as_ref()),
+                );
+                planned.more_follow = more_follow;
+                Ok(planned)
+            }
+            Err(lakemirror_plan::Error::RebuildNeeded {
+                from_version,
+                reason,
+                ..
+            }) => {
+                let format_version = Some(current.metadata.format_version());
+                rebuild(
+                    log,
+                    request,
+                    Some(from_version),
+                    Some(reason),
+                    format_version,
+                    None,
+                )
+                .await
+            }
+            Err(e) => Err(e.into()),
+        },
         None => Ok(Planned::default()),
     }
 }
@@ -353,6 +359,7 @@ pub(crate) async fn rebuild(
                     newest_metadata,
                     rebuilt: reason,
                     grouped: None,
+                    more_follow: false,
                 });
             }
             Err(lakemirror_plan::Error::RebuildNeeded { from_version, .. })
@@ -417,6 +424,9 @@ pub(crate) struct Planned {
     pub(crate) rebuilt: Option<String>,
     /// A new mirror of a large table, written in groups instead of `plans`.
     pub(crate) grouped: Option<GroupedBootstrap>,
+    /// More commits follow the planned ones than one read of the log held: the sync goes on
+    /// once these are committed.
+    pub(crate) more_follow: bool,
 }
 
 /// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
@@ -435,6 +445,7 @@ impl Planned {
             newest_metadata: newest_metadata.cloned(),
             rebuilt: None,
             grouped: None,
+            more_follow: false,
         }
     }
 }

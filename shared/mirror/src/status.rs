@@ -97,15 +97,20 @@ async fn read_mirror(
 ) -> Result<Option<Mirror>> {
     let location = &entry.metadata_location;
     let store = stores.open(location, counters.clone())?;
-    let Some(bytes) = store.get_if_exists(location).await? else {
-        return Err(Error::catalog_state(format!(
-            "its metadata {location} is gone (the Delta table's folder was deleted?)"
-        )));
-    };
     let metadata: TableMetadata =
-        lakemirror_iceberg::metadata_json::from_bytes(&bytes).map_err(|e| {
-            Error::catalog_state(format!("{location} is not Iceberg table metadata ({e})"))
-        })?;
+        match lakemirror_iceberg::metadata_json::read(&store, location).await? {
+            Some(Ok(metadata)) => metadata,
+            Some(Err(why)) => {
+                return Err(Error::catalog_state(format!(
+                    "{location} is not Iceberg table metadata ({why})"
+                )));
+            }
+            None => {
+                return Err(Error::catalog_state(format!(
+                    "its metadata {location} is gone (the Delta table's folder was deleted?)"
+                )));
+            }
+        };
     let Some(named) = metadata.properties().get(DELTA_TABLE_PROPERTY).cloned() else {
         return Ok(None);
     };

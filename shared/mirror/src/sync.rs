@@ -195,6 +195,28 @@ impl SyncReport {
         self.snapshots = staged.snapshots;
     }
 
+    /// This step's report followed by the next one's: what both did, the newest state.
+    fn then(self, next: SyncReport) -> Self {
+        let action = match (self.action, next.action) {
+            (SyncAction::Created | SyncAction::Rebuilt, _) => self.action,
+            (_, action) => action,
+        };
+        let mut snapshots = self.snapshots;
+        snapshots.extend(next.snapshots);
+        Self {
+            action,
+            reason: self.reason.or(next.reason),
+            snapshots_committed: self.snapshots_committed + next.snapshots_committed,
+            added_files: self.added_files + next.added_files,
+            removed_files: self.removed_files + next.removed_files,
+            expired_snapshots: self.expired_snapshots + next.expired_snapshots,
+            thinned_snapshots: self.thinned_snapshots + next.thinned_snapshots,
+            attempts: self.attempts + next.attempts,
+            snapshots,
+            ..next
+        }
+    }
+
     /// The report with the sync's time since `started` and its requests.
     pub(crate) fn finished(mut self, started: Instant, counters: &IoCounters) -> Self {
         self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -242,12 +264,36 @@ pub fn target_defaults(request: &SyncRequest) -> TargetDefaults {
     }
 }
 
-/// Runs one sync, retrying when another writer commits first.
+/// Runs one sync, retrying when another writer commits first. When more commits are new
+/// than one read of the log holds parsed (its share of the memory budget), the sync goes on
+/// in steps, each committed before the next is read.
 pub async fn sync_table(
     lake: &Lakehouse,
     request: &SyncRequest,
     counters: Arc<IoCounters>,
 ) -> Result<SyncReport> {
+    let started = Instant::now();
+    let mut report: Option<SyncReport> = None;
+    loop {
+        let (step, more_follow) = sync_step(lake, request, counters.clone()).await?;
+        let done = match report.take() {
+            None => step,
+            Some(before) => before.then(step),
+        };
+        if !more_follow {
+            return Ok(done.finished(started, &counters));
+        }
+        tracing::info!(table = %request.table_uri, delta_version = ?done.delta_version, "more commits follow than one read of the log holds: syncing on");
+        report = Some(done);
+    }
+}
+
+/// One step of [`sync_table`]: its report, and whether more commits follow.
+async fn sync_step(
+    lake: &Lakehouse,
+    request: &SyncRequest,
+    counters: Arc<IoCounters>,
+) -> Result<(SyncReport, bool)> {
     let started = Instant::now();
     let (data, metadata_store) = mirror_stores(
         &lake.stores,
@@ -313,7 +359,10 @@ pub async fn sync_table(
                 tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
                 let report =
                     SyncReport::of(&target.database, &target.table, named_by, None, attempt);
-                return Ok(report.dropped(&table, &log).finished(started, &counters));
+                return Ok((
+                    report.dropped(&table, &log).finished(started, &counters),
+                    false,
+                ));
             }
             other => other?,
         };
@@ -339,6 +388,7 @@ pub async fn sync_table(
             attempt,
         );
         report.reason = planned.rebuilt.clone();
+        let more_follow = planned.more_follow;
         match commit_planned(lake, &writer, &read, &log, planned, &mut report, &counters).await {
             Err(Error::Iceberg(IcebergError::CommitConflict(table))) if attempt < MAX_ATTEMPTS => {
                 lost_race(&table, attempt).await;
@@ -355,7 +405,7 @@ pub async fn sync_table(
             remember_properties(&metadata_store, data.root_uri(), version, &properties).await?;
         }
         report.catalog_managed = catalog_managed_report(&log, &read);
-        return Ok(report.finished(started, &counters));
+        return Ok((report.finished(started, &counters), more_follow));
     }
 }
 

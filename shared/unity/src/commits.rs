@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -23,12 +24,23 @@ use crate::error::Error;
 /// Pages of `/delta/preview/commits` one question reads at most.
 const MAX_PAGES: usize = 100;
 
+/// Schemas one search for a table id lists at most.
+const MAX_SCHEMAS: usize = 1000;
+
+/// How long a table id the catalog was found not to hold is remembered: syncs of the table
+/// in that time are refused without listing the catalog again.
+const NOT_FOUND_FOR: Duration = Duration::from_secs(15 * 60);
+
 /// Unity Catalog answering which commits of its catalog-managed tables it ratified.
 #[derive(Debug)]
 pub struct UnityCommits {
     client: UnityCatalog,
     /// Table id -> full name, for servers asked through `loadTable`.
     names: Mutex<HashMap<String, String>>,
+    /// Table ids the catalog was found not to hold, and the refusal, since when: a made-up
+    /// id in one table's configuration costs one walk of the catalog per
+    /// [`NOT_FOUND_FOR`], not one per sync.
+    not_found: Mutex<HashMap<String, (Instant, String)>>,
 }
 
 impl UnityCommits {
@@ -36,6 +48,20 @@ impl UnityCommits {
         Self {
             client,
             names: Mutex::default(),
+            not_found: Mutex::default(),
+        }
+    }
+
+    /// The refusal remembered for `table_id`, while it is recent.
+    fn remembered_refusal(&self, table_id: &str) -> Option<String> {
+        let mut not_found = self.not_found.lock().ok()?;
+        match not_found.get(table_id) {
+            Some((since, refusal)) if since.elapsed() < NOT_FOUND_FOR => Some(refusal.clone()),
+            Some(_) => {
+                not_found.remove(table_id);
+                None
+            }
+            None => None,
         }
     }
 
@@ -53,7 +79,19 @@ impl UnityCommits {
         let full_name = match known {
             Some(name) => name,
             None => {
-                let table = self.find_table(table_id).await?;
+                if let Some(refusal) = self.remembered_refusal(table_id) {
+                    return Err(CatalogError::Refused(refusal));
+                }
+                let table = match self.find_table(table_id).await {
+                    Err(CatalogError::Refused(refusal)) => {
+                        if let Ok(mut not_found) = self.not_found.lock() {
+                            not_found
+                                .insert(table_id.to_string(), (Instant::now(), refusal.clone()));
+                        }
+                        return Err(CatalogError::Refused(refusal));
+                    }
+                    found => found?,
+                };
                 self.check_location(
                     table_id,
                     table_root,
@@ -106,8 +144,10 @@ impl UnityCommits {
         })
     }
 
-    /// The table of id `table_id`, by listing every catalog, schema and table.
+    /// The table of id `table_id`, by listing every catalog, schema and table (each list at
+    /// most [`crate::client::MAX_LIST_PAGES`] pages, the walk at most [`MAX_SCHEMAS`] schemas).
     async fn find_table(&self, table_id: &str) -> Result<TableInfo, CatalogError> {
+        let mut schemas_listed = 0;
         for catalog in self.client.list_catalogs().await.map_err(catalog_error)? {
             for schema in self
                 .client
@@ -115,6 +155,13 @@ impl UnityCommits {
                 .await
                 .map_err(catalog_error)?
             {
+                schemas_listed += 1;
+                if schemas_listed > MAX_SCHEMAS {
+                    return Err(CatalogError::Refused(format!(
+                        "{} holds more than {MAX_SCHEMAS} schemas, and lakemirror looks for a table id (io.unitycatalog.tableId {table_id}) in no more: a server with the managed-tables API (/delta/preview/commits) answers by id",
+                        self.describe()
+                    )));
+                }
                 let tables = self
                     .client
                     .list_tables(&catalog, &schema)
