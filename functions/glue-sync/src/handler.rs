@@ -29,7 +29,7 @@ mod tests {
     use lakemirror_iceberg::{InMemoryCatalog, Lakehouse};
     use lakemirror_mirror::SyncSettings;
     use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
-    use lakemirror_storage::{ObjectStores, TableStorage};
+    use lakemirror_storage::{MemoryShare, ObjectStores, TableStorage, budget};
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::{Value, json};
 
@@ -179,6 +179,66 @@ mod tests {
         );
         assert_eq!(future_parked.delta_version, Some(0));
         assert!(parked.iter().any(|p| p.body == "this is not an event"));
+    }
+
+    /// Commit 1 of `name`: one file, and a `commitInfo` padded to about `bytes`.
+    async fn padded_commit(rig: &Rig, name: &str, bytes: usize) {
+        let table = rig.table(name);
+        let line = |v: Value| serde_json::to_string(&v).unwrap();
+        let text = [
+            line(json!({"commitInfo": {"timestamp": 1, "padding": "x".repeat(bytes)}})),
+            line(add("second.parquet", 10, &[])),
+        ]
+        .join("\n");
+        let location = table.location(&format!("_delta_log/{:020}.json", 1));
+        table.put(&location, text.into()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_table_needing_more_than_its_part_of_the_memory_runs_again_alone_and_the_other_syncs()
+    {
+        let rig = rig();
+        for name in ["large", "small"] {
+            rig.create(name, 1).await;
+            rig.handle(&[(name, name, 0)]).await;
+        }
+        // An 8 MB function: a part of two tables reads 1.2 MB at once, the whole budget 2.4.
+        let memory = Arc::new(MemoryShare::for_memory_mb(8));
+        let part = memory.part(2).read_bytes();
+        padded_commit(&rig, "large", part as usize + 100_000).await;
+        write_commit(&rig.table("small"), 1, &[add("second.parquet", 10, &[])]).await;
+        let response = budget::within(
+            memory.clone(),
+            rig.handle(&[("m-large", "large", 1), ("m-small", "small", 1)]),
+        )
+        .await;
+        assert!(redelivered(&response).is_empty(), "{response:?}");
+        assert_eq!(rig.mirrored_version("large").await, Some(1));
+        assert_eq!(rig.mirrored_version("small").await, Some(1));
+
+        // Larger than the whole budget reads: that table alone fails, and for good.
+        let table = rig.table("large");
+        let location = table.location(&format!("_delta_log/{:020}.json", 2));
+        let text = serde_json::to_string(
+            &json!({"commitInfo": {"timestamp": 1, "padding": "x".repeat(memory.read_bytes() as usize + 1)}}),
+        )
+        .unwrap();
+        table.put(&location, text.into()).await.unwrap();
+        write_commit(&rig.table("small"), 2, &[add("third.parquet", 10, &[])]).await;
+        let response = budget::within(
+            memory,
+            rig.handle(&[("m-large", "large", 2), ("m-small", "small", 2)]),
+        )
+        .await;
+        assert!(
+            redelivered(&response).is_empty(),
+            "parked, not redelivered: {response:?}"
+        );
+        assert_eq!(rig.mirrored_version("large").await, Some(1));
+        assert_eq!(rig.mirrored_version("small").await, Some(2));
+        let parked = rig.dead_letters.parked();
+        assert_eq!(parked.len(), 1, "{parked:?}");
+        assert!(parked[0].reason.contains("MEMORY_SIZE"), "{:?}", parked[0]);
     }
 
     #[tokio::test(start_paused = true)]

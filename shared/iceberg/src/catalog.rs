@@ -228,12 +228,18 @@ impl Lakehouse {
         if !metadata_store.scope().root_holds(&location)
             || !location.starts_with(&format!("{own_folder}/"))
         {
-            let other = location
+            let holder = location
                 .split_once("/_lakemirror/iceberg/metadata/")
-                .map_or("a table lakemirror did not create here", |(table, _)| table);
-            return Err(Error::CatalogState(format!(
-                "{kind} table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the {kind} table; nothing was written"
-            )));
+                .map(|(table, _)| table.to_string());
+            let other = holder
+                .as_deref()
+                .unwrap_or("a table lakemirror did not create here");
+            return Err(Error::NameTaken {
+                message: format!(
+                    "{kind} table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the {kind} table; nothing was written"
+                ),
+                holder,
+            });
         }
         let metadata = match crate::metadata_json::read(metadata_store, &location).await? {
             Some(Ok(metadata)) => metadata,

@@ -22,6 +22,15 @@ pub enum Error {
     #[error("{0}")]
     CatalogState(String),
 
+    /// The catalog table mirrors another Delta table (`holder`, when its metadata says
+    /// which): its name is taken. Permanent, unless the holder may not keep it (a table
+    /// inside another table's folder).
+    #[error("{message}")]
+    NameTaken {
+        message: String,
+        holder: Option<String>,
+    },
+
     /// The catalog has no such database.
     #[error(
         "database {0} does not exist in the catalog; create it (Glue: aws glue create-database --database-input Name={0}; a REST catalog: create the namespace {0}) or choose another database"

@@ -201,10 +201,11 @@ impl LakebaseSyncFunction {
 
     /// Syncs the tables `announced` names (commit events), or with none announced (a
     /// schedule tick) the tables that are due; the others count as `skipped`. Every table is
-    /// tried in turn, each under the invocation's `deadline`: none starts (after the first)
-    /// with less than [`deadline::START_MARGIN`] left, and one still running [`deadline::RESPONSE_MARGIN`] before
-    /// it is cut off (its transaction rolled back with the connection); the tables not
-    /// reached are retried (announced) or due at the next tick.
+    /// tried in turn, each within its share of the invocation's time left
+    /// ([`deadline::run_in_turn`]): none starts (after the first) with less than
+    /// [`deadline::START_MARGIN`] left, and one still running past its share is cut off (its
+    /// transaction rolled back with the connection) and retried; the tables not reached are
+    /// retried (announced) or due at the next tick.
     pub async fn sync(
         &self,
         announced: &[AnnouncedTable],
@@ -266,10 +267,11 @@ impl LakebaseSyncFunction {
             skipped: tables.len() - chosen.len(),
             ..LakebaseOutcome::default()
         };
-        let mut chosen = chosen.iter().enumerate();
-        while let Some((n, (table, message_ids))) = chosen.next() {
-            // A panic in this table's sync fails this table only (its transaction is rolled
-            // back with a new session for the tables after it).
+        let turns = chosen.len();
+        for (n, (table, message_ids)) in chosen.iter().enumerate() {
+            // One after another on one session, each within its turn's share of the time
+            // left: one slow table cannot push the others past the deadline (its own
+            // message comes back; alone, it has all the time).
             let sync = lakemirror_runtime::isolated(lakebase_sync(
                 &self.stores,
                 &mut client,
@@ -277,7 +279,7 @@ impl LakebaseSyncFunction {
                 None,
                 unity.as_ref(),
             ));
-            let finished = match deadline::run_before(deadline, n == 0, sync).await {
+            let finished = match deadline::run_in_turn(deadline, n == 0, turns - n, sync).await {
                 Timed::Done(Ok(finished)) => finished,
                 Timed::Done(Err(message)) => {
                     client = connection.connect().await?;
@@ -291,27 +293,17 @@ impl LakebaseSyncFunction {
                     outcome.not_reached(table, message_ids);
                     continue;
                 }
-                Timed::CutOff(budget) => {
-                    tracing::warn!(target = %table.target, budget_ms = budget.as_millis(), "the sync did not finish before the function's deadline; it was rolled back and is retried");
-                    let error = Error::OutOfTime(format!(
-                        "{}: the sync did not finish within the {} s the invocation had left; it was rolled back (nothing changed) and is retried",
+                Timed::CutOff(share) => {
+                    tracing::warn!(target = %table.target, share_ms = share.as_millis(), "the sync did not finish within its share of the invocation's time; it was rolled back and is retried");
+                    // The session is mid-transaction: a new one rolls it back and serves
+                    // the tables after it.
+                    client = connection.connect().await?;
+                    Err(Error::OutOfTime(format!(
+                        "{}: the sync did not finish within the {} s that were its share of the invocation's time ({} tables in turn); it was rolled back (nothing changed) and is retried",
                         table.target,
-                        budget.as_secs()
-                    ));
-                    outcome.failures.record(
-                        "target",
-                        &table.target.to_string(),
-                        message_ids,
-                        error,
-                    );
-                    // The session is mid-transaction: closing it rolls back, and no other
-                    // table can use it.
-                    drop(client);
-                    for (_, (table, message_ids)) in chosen.by_ref() {
-                        outcome.not_reached(table, message_ids);
-                    }
-                    outcome.failures.log();
-                    return Ok(outcome);
+                        share.as_secs(),
+                        turns - n
+                    )))
                 }
             };
             match finished {

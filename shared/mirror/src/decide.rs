@@ -430,12 +430,17 @@ pub(crate) struct Planned {
 }
 
 /// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
-/// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read).
+/// more actions than one bootstrap holds files (`_last_checkpoint`'s size; one small read):
+/// `BOOTSTRAP_GROUP_FILES`, or what the work's share of the memory budget holds if less.
 pub(crate) async fn bootstraps_in_groups(log: &DeltaLog, request: &SyncRequest) -> Result<bool> {
+    let held = request
+        .settings
+        .bootstrap_group_files
+        .min(log.limits().held_files);
     Ok(log
         .last_checkpoint_size()
         .await?
-        .is_some_and(|size| size > request.settings.bootstrap_group_files))
+        .is_some_and(|size| size > held))
 }
 
 impl Planned {

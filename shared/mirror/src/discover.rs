@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use lakemirror_delta::DeltaLog;
 use lakemirror_plan::target::{NamedBy, TargetProperties};
-use lakemirror_storage::{IoCounters, ObjectStores};
+use lakemirror_storage::{IoCounters, ObjectStores, SharedOut, budget};
 
 use crate::error::{Error, Result};
 use crate::sync::{SyncReport, SyncRequest, sync_table, target_defaults};
@@ -161,13 +161,20 @@ pub async fn backfill(
     mut on_done: impl FnMut(&Backfilled),
 ) -> Vec<Backfilled> {
     let mut finished = Vec::new();
+    // Each table within its part of the memory budget (alone when it needs all of it).
+    let shared = &SharedOut::new(budget::current(), concurrency.max(1));
     let mut syncs = futures::stream::iter(tables)
         .map(|table_uri| async move {
             let request = SyncRequest {
                 table_uri: table_uri.clone(),
                 ..request.clone()
             };
-            let outcome = sync_table(lake, &request, Arc::new(IoCounters::default())).await;
+            let outcome = shared
+                .run(
+                    || sync_table(lake, &request, Arc::new(IoCounters::default())),
+                    Error::needs_whole_budget,
+                )
+                .await;
             Backfilled {
                 table_uri: table_uri.clone(),
                 outcome,

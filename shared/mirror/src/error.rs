@@ -20,9 +20,18 @@ pub enum Error {
     /// A Delta table inside another table's folder: the outer table's writer controls it.
     /// Permanent.
     #[error(
-        "the Delta table at {table} lies inside the Delta table at {outer} (its folder holds a _delta_log): a table inside another's folder is not mirrored, since the outer table's writer can write it and take a name that way; move the table out of {outer}. Nothing was written"
+        "the Delta table at {table} lies inside the Delta table at {outer} (its folder holds a _delta_log): a table inside another's folder is not mirrored, since the outer table's writer can write it and take a name that way; move the table out of {outer}. Nothing was written{}",
+        match disowned {
+            Some(name) => format!("; its mirror {name} was removed from the catalog (its metadata files stay), and the name is free for a table that is not nested"),
+            None => String::new(),
+        }
     )]
-    NestedTable { table: String, outer: String },
+    NestedTable {
+        table: String,
+        outer: String,
+        /// The catalog table the nested table mirrored, removed from the catalog.
+        disowned: Option<String>,
+    },
 
     /// A table that is not a mirror lakemirror wrote, where one was asked for.
     #[error("{0}")]

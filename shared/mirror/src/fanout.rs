@@ -24,7 +24,7 @@ pub use lakemirror_plan::layout::FanOutPlan;
 use lakemirror_plan::layout::{FanOutPart, bucket_count_for};
 use lakemirror_plan::target::TargetProperties;
 use lakemirror_plan::{data_file_location, plan_full_taking};
-use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage};
+use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage, budget};
 
 use crate::error::{Error, Result};
 use crate::sync::{
@@ -370,7 +370,10 @@ impl GroupedBootstrap {
     pub async fn stage(&self, writer: &MetadataWriter) -> Result<StagedTable> {
         let snapshot_id = new_snapshot_id();
         let started = Instant::now();
+        // The groups run on tasks of their own, within this work's share of the budget.
+        let share = budget::current();
         let groups = (0..self.groups).map(|group| {
+            let share = share.clone();
             let scope = self.scope.clone();
             let mut snapshot = self.snapshot.clone();
             let spill = self.spill.dir.clone();
@@ -382,12 +385,12 @@ impl GroupedBootstrap {
                 parts: self.groups,
             };
             async move {
-                let mut task = AbortOnDrop(tokio::spawn(async move {
+                let mut task = AbortOnDrop(tokio::spawn(budget::within(share, async move {
                     replay(&spill, group, &mut snapshot.active)?;
                     let planned =
                         plan_full_taking(&scope, None, snapshot, writer.format_version())?;
                     Ok::<_, Error>(writer.stage_part(planned, &part).await?)
-                }));
+                })));
                 (&mut task.0).await.map_err(|e| {
                     Error::Iceberg(IcebergError::Bug(format!(
                         "group {group} of the bootstrap stopped: {e}"

@@ -516,8 +516,10 @@ impl GlueSyncFunction {
     ) -> Outcome {
         // Within its part of the memory budget; again alone, with all of it, when an object
         // of the table needs more than its part.
+        // Boxed: a sync's future is large, and two of them (in a part, then alone) would
+        // sit on the stack of the task that runs the batch.
         let sync = lakemirror_runtime::isolated(shared.run(
-            || sync_one(&self.lake, &self.config, trigger),
+            || Box::pin(sync_one(&self.lake, &self.config, trigger)),
             Error::needs_whole_budget,
         ));
         let finished = match deadline::run_before(deadline, first, sync).await {

@@ -322,14 +322,7 @@ async fn sync_step(
     let mut moves = 0;
     loop {
         attempt += 1;
-        let read = lake
-            .load(
-                &target.database,
-                &target.table,
-                data.root_uri(),
-                &metadata_store,
-            )
-            .await?;
+        let read = load_claiming(lake, &target, &data, &metadata_store, &counters).await?;
         // A mirror of a catalog-managed table reads past the published log from the start:
         // its newest versions may exist only as the commits its catalog ratified.
         if let Some(id) = read.current.as_ref().and_then(|c| c.catalog_table_id())
@@ -350,7 +343,9 @@ async fn sync_step(
             nested,
             plan(&log, &read, request, history.take(), in_groups)
         );
-        nested?;
+        if let Err(nested) = nested {
+            return Err(disown(lake, &read, nested, &counters).await);
+        }
         let planned = match planned {
             Err(Error::SourceMissing { table, glue_table })
                 if request.settings.on_missing_source == OnMissingSource::Drop =>
@@ -549,6 +544,80 @@ async fn commit_planned(
     Ok(())
 }
 
+/// The catalog table `target` as read for the Delta table at `data`. A name another Delta
+/// table holds is taken over when that table lies inside a third table's folder: a nested
+/// table may not keep a name (it took it while the outer table's `_delta_log/` was gone, or
+/// before it came), and the table that is not nested gets it.
+async fn load_claiming(
+    lake: &Lakehouse,
+    target: &GlueTarget,
+    data: &TableStorage,
+    metadata_store: &TableStorage,
+    counters: &Arc<IoCounters>,
+) -> Result<CatalogTable> {
+    let (database, name) = (&target.database, &target.table);
+    match lake
+        .load(database, name, data.root_uri(), metadata_store)
+        .await
+    {
+        Err(IcebergError::NameTaken {
+            message,
+            holder: Some(holder),
+        }) => {
+            let nested = match lake.stores.open(&holder, counters.clone()) {
+                Ok(holder_store) => refuse_nested(&lake.stores, &holder_store, counters).await,
+                Err(_) => Ok(()),
+            };
+            let Err(Error::NestedTable { outer, .. }) = nested else {
+                return Err(IcebergError::NameTaken {
+                    message,
+                    holder: Some(holder),
+                }
+                .into());
+            };
+            tracing::warn!(catalog_table = %format!("{database}.{name}"), %holder, %outer, table = %data.root_uri(), "the catalog table mirrored a table inside another table's folder, which may not keep a name: it now mirrors this table (the nested table's metadata files stay)");
+            lake.catalog.drop_table(database, name, counters).await?;
+            Ok(lake
+                .load(database, name, data.root_uri(), metadata_store)
+                .await?)
+        }
+        read => Ok(read?),
+    }
+}
+
+/// A table found inside another table's folder (`nested`) gives up the catalog table it
+/// mirrors: readers of that name no longer read its rows, and a table that is not nested
+/// may take the name. Answers the error, saying so.
+async fn disown(
+    lake: &Lakehouse,
+    read: &CatalogTable,
+    nested: Error,
+    counters: &IoCounters,
+) -> Error {
+    let Error::NestedTable { table, outer, .. } = nested else {
+        return nested;
+    };
+    if read.current.is_none() {
+        return Error::NestedTable {
+            table,
+            outer,
+            disowned: None,
+        };
+    }
+    let full_name = read.full_name();
+    match lake.drop_table(read, counters).await {
+        Ok(()) => {
+            tracing::warn!(%table, %outer, catalog_table = %full_name, "a table inside another table's folder: its mirror was removed from the catalog (the metadata files stay)");
+            Error::NestedTable {
+                table,
+                outer,
+                disowned: Some(full_name),
+            }
+        }
+        Err(e) => e.into(),
+    }
+}
+
 /// Refuses a mirror of a table that lies inside another table's folder (an ancestor folder
 /// holds `_delta_log/`): one listing per ancestor, once per sync. An ancestor the function
 /// may not list (above its `TABLE_PREFIXES`) is not one it mirrors.
@@ -564,6 +633,7 @@ async fn refuse_nested(
                 return Err(Error::NestedTable {
                     table: data.root_uri().to_string(),
                     outer,
+                    disowned: None,
                 });
             }
             Ok(false) => {}
@@ -792,8 +862,146 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&err, Error::Iceberg(IcebergError::CatalogState(m)) if m.contains("mirrors s3://lake/a/orders")),
+            matches!(&err, Error::Iceberg(IcebergError::NameTaken { message, .. }) if message.contains("mirrors s3://lake/a/orders")),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nested_table_gives_up_its_name_and_a_table_that_is_not_nested_takes_it() {
+        let (lake, catalog) = lake();
+        let table = |uri: &str| lake.stores.open(uri, Arc::default()).unwrap();
+        let nested = table("s3://lake/team_a/t/orders");
+        write_commit(
+            &nested,
+            0,
+            &[
+                protocol(),
+                metadata("n", &[("id", "long")], &[]),
+                add("666.parquet", 1, &[]),
+            ],
+        )
+        .await;
+        // Mirrored while the outer table's log is gone: it takes the name `orders`.
+        sync(&lake, &request("s3://lake/team_a/t/orders"))
+            .await
+            .unwrap();
+        assert!(catalog.parameters("lake", "orders").is_some());
+        // The outer log is back; the sales team's table wants the name.
+        let outer = table("s3://lake/team_a/t");
+        write_commit(
+            &outer,
+            0,
+            &[protocol(), metadata("o", &[("id", "long")], &[])],
+        )
+        .await;
+        let sales = table("s3://lake/sales/orders");
+        write_commit(
+            &sales,
+            0,
+            &[
+                protocol(),
+                metadata("s", &[("id", "long")], &[]),
+                add("1.parquet", 1, &[]),
+            ],
+        )
+        .await;
+        let taken = sync(&lake, &request("s3://lake/sales/orders"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (taken.action, taken.table.as_str()),
+            (SyncAction::Created, "orders")
+        );
+        let metadata = current_metadata(&lake, &catalog, "orders").await;
+        assert_eq!(
+            metadata.properties()[lakemirror_plan::properties::DELTA_TABLE_PROPERTY],
+            "s3://lake/sales/orders"
+        );
+        // The nested table's next sync is refused, and takes nothing back.
+        let err = sync(&lake, &request("s3://lake/team_a/t/orders"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Iceberg(IcebergError::NameTaken { .. })),
+            "{err}"
+        );
+        let metadata = current_metadata(&lake, &catalog, "orders").await;
+        assert_eq!(
+            metadata.properties()[lakemirror_plan::properties::DELTA_TABLE_PROPERTY],
+            "s3://lake/sales/orders"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nested_tables_own_sync_removes_its_mirror_from_the_catalog() {
+        let (lake, catalog) = lake();
+        let table = |uri: &str| lake.stores.open(uri, Arc::default()).unwrap();
+        let nested = table("s3://lake/team_a/t/orders");
+        write_commit(
+            &nested,
+            0,
+            &[protocol(), metadata("n", &[("id", "long")], &[])],
+        )
+        .await;
+        sync(&lake, &request("s3://lake/team_a/t/orders"))
+            .await
+            .unwrap();
+        let outer = table("s3://lake/team_a/t");
+        write_commit(
+            &outer,
+            0,
+            &[protocol(), metadata("o", &[("id", "long")], &[])],
+        )
+        .await;
+        let err = sync(&lake, &request("s3://lake/team_a/t/orders"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::NestedTable { disowned: Some(name), .. } if name == "lake.orders"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("removed from the catalog"),
+            "{err}"
+        );
+        assert!(catalog.parameters("lake", "orders").is_none());
+    }
+
+    #[tokio::test]
+    async fn more_new_commits_than_one_read_holds_are_synced_in_steps() {
+        let (lake, catalog) = lake();
+        let uri = "s3://lake/steps";
+        let table = lake.stores.open(uri, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &[protocol(), metadata("s", &[("id", "long")], &[])],
+        )
+        .await;
+        sync(&lake, &request(uri)).await.unwrap();
+        for v in 1..=30 {
+            write_commit(&table, v, &[add(&format!("f{v}.parquet"), 1, &[])]).await;
+        }
+        // A memory whose share holds a few commits at a time.
+        let small = Arc::new(lakemirror_storage::MemoryShare::for_memory_mb(1));
+        let synced = lakemirror_storage::budget::within(small, sync(&lake, &request(uri)))
+            .await
+            .unwrap();
+        assert_eq!(synced.delta_version, Some(30));
+        assert_eq!(
+            (synced.action, synced.added_files),
+            (SyncAction::Synced, 30)
+        );
+        assert!(synced.attempts > 1, "in steps: {}", synced.attempts);
+        let metadata = current_metadata(&lake, &catalog, "steps").await;
+        assert_eq!(
+            metadata
+                .current_snapshot()
+                .unwrap()
+                .summary()
+                .additional_properties["total-data-files"],
+            "30"
         );
     }
 

@@ -49,6 +49,31 @@ pub async fn run_before<F: Future>(
     }
 }
 
+/// Runs `work` as the next of `turns` works that run one after another before `deadline`:
+/// as [`run_before`], but cut off once it has taken its turn's share of the time left (the
+/// time left before [`RESPONSE_MARGIN`], split evenly among the turns still to come). One
+/// slow work cannot take the others' time; a work that finishes early leaves its time to
+/// those after it, and the last one has all that is left.
+pub async fn run_in_turn<F: Future>(
+    deadline: Option<SystemTime>,
+    first: bool,
+    turns: usize,
+    work: F,
+) -> Timed<F::Output> {
+    let left = deadline.map(|d| d.duration_since(SystemTime::now()).unwrap_or_default());
+    if !first && left.is_some_and(|left| left < START_MARGIN) {
+        return Timed::NotStarted;
+    }
+    let turns = u32::try_from(turns.max(1)).unwrap_or(u32::MAX);
+    match left.map(|left| left.saturating_sub(RESPONSE_MARGIN) / turns) {
+        None => Timed::Done(work.await),
+        Some(share) => match tokio::time::timeout(share, work).await {
+            Ok(done) => Timed::Done(done),
+            Err(_) => Timed::CutOff(share),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +101,25 @@ mod tests {
             Timed::Done(2)
         ));
         assert_eq!(of_invocation(Some(now - Duration::from_secs(1))), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_work_in_turn_has_its_share_of_the_time_left_and_the_last_has_the_rest() {
+        let deadline = Some(SystemTime::now() + Duration::from_secs(65));
+        let hung = run_in_turn(deadline, true, 3, std::future::pending::<()>()).await;
+        assert!(
+            // A third of the 60 s left before the response margin (less what the test took).
+            matches!(hung, Timed::CutOff(share) if share <= Duration::from_secs(20) && share > Duration::from_secs(19)),
+            "{hung:?}"
+        );
+        assert!(matches!(
+            run_in_turn(deadline, false, 2, async { 3 }).await,
+            Timed::Done(3)
+        ));
+        let last = run_in_turn(deadline, false, 1, std::future::pending::<()>()).await;
+        assert!(
+            matches!(last, Timed::CutOff(share) if share > Duration::from_secs(20)),
+            "the last turn has what is left: {last:?}"
+        );
     }
 }

@@ -14,7 +14,7 @@ use lakemirror_runtime::deadline::{self, Timed};
 
 use lakemirror_runtime::Failures;
 use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
-use lakemirror_storage::{ObjectStores, SecretSource};
+use lakemirror_storage::{ObjectStores, SecretSource, SharedOut, budget};
 
 use crate::client::UnityCatalog;
 use crate::error::{Error, Result};
@@ -162,9 +162,16 @@ impl UnityRegisterFunction {
         }
         let deadline = deadline::of_invocation(deadline);
         let uc = self.config.client(self.secrets.as_deref()).await?;
+        // Each registration within its part of the memory budget.
+        let shared = &SharedOut::new(budget::current(), REGISTRATIONS_AT_ONCE.min(tables.len()));
         let registrations = tables.iter().enumerate().map(|(n, table)| {
             let uc = &uc;
-            async move { (table, self.register_one(uc, table, deadline, n == 0).await) }
+            async move {
+                let registered = shared
+                    .within_part(self.register_one(uc, table, deadline, n == 0))
+                    .await;
+                (table, registered)
+            }
         });
         let mut finished =
             futures::stream::iter(registrations).buffer_unordered(REGISTRATIONS_AT_ONCE);

@@ -275,3 +275,90 @@ impl DeltaLog {
             .map(|(bytes, _)| crate::actions::content_hash(&bytes)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::limits::LogLimits;
+    use crate::test_tables::{add, commit_info, metadata, protocol, write_commit};
+    use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
+
+    async fn table_of(versions: i64, counters: Arc<IoCounters>) -> TableStorage {
+        let table = ObjectStores::in_memory()
+            .open("s3://lake/warehouse/t", counters)
+            .unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                commit_info(1),
+                protocol(),
+                metadata("t", &[("id", "long")], &[]),
+            ],
+        )
+        .await;
+        for v in 1..=versions {
+            write_commit(
+                &table,
+                v,
+                &[commit_info(v), add(&format!("f{v}.parquet"), 1, &[])],
+            )
+            .await;
+        }
+        table
+    }
+
+    #[tokio::test]
+    async fn a_version_named_far_ahead_is_found_by_one_listing_not_a_request_per_version() {
+        let counters = Arc::new(IoCounters::default());
+        let table = table_of(3, counters.clone()).await;
+        let log = DeltaLog::with_limits(table.clone(), LogLimits::unbounded());
+        let before = counters.totals().requests;
+        let CommitsSince::Contiguous(commits) = log
+            .commits_since(1, None, Some(9_999_999_999))
+            .await
+            .unwrap()
+        else {
+            panic!("the commits after 1")
+        };
+        assert_eq!(
+            commits.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        let requests = counters.totals().requests - before;
+        assert_eq!(requests, 3, "one listing and the two commits");
+        // A commit file of that name, planted: the log has a gap, which is an error.
+        write_commit(&table, 9_999_999_999, &[commit_info(1)]).await;
+        let err = log
+            .commits_since(1, None, Some(9_999_999_999))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("commit 4 is missing"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn commits_past_what_one_read_holds_come_in_parts() {
+        let table = table_of(40, Arc::default()).await;
+        let limits = LogLimits {
+            memory_mb: Some(1),
+            shared_by: 1,
+            file_bytes: 1 << 20,
+            held_files: 2,
+        };
+        let log = DeltaLog::with_limits(table, limits);
+        let CommitsSince::Partial(first) = log.commits_since(0, None, None).await.unwrap() else {
+            panic!("more commits than one read holds")
+        };
+        assert!(!first.is_empty() && first.len() < 40, "{}", first.len());
+        assert_eq!(first[0].version, 1);
+        let held: u64 = first.iter().map(HeapSize::heap_size).sum();
+        assert!(held <= limits.held_bytes() + first.last().unwrap().heap_size());
+        let last = first.last().unwrap().version;
+        let rest = log.commits_since(last, None, None).await.unwrap();
+        assert!(
+            matches!(&rest, CommitsSince::Partial(c) | CommitsSince::Contiguous(c) if c[0].version == last + 1)
+        );
+    }
+}

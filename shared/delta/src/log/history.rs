@@ -4,6 +4,7 @@
 use futures::{StreamExt, TryStreamExt, stream};
 
 use crate::actions::DeltaCommit;
+use crate::bounded::HeapSize;
 use crate::error::{Error, Result};
 use crate::replay::ActiveFileSet;
 
@@ -95,7 +96,7 @@ impl DeltaLog {
                 ActiveFileSet::default(),
             )
             .await?;
-        let commits: Vec<DeltaCommit> = stream::iter(start + 1..=version)
+        let mut read = stream::iter(start + 1..=version)
             .map(|v| {
                 let meta = listed
                     .iter()
@@ -103,9 +104,17 @@ impl DeltaLog {
                     .ok_or_else(|| self.malformed(format!("commit {v} is missing")));
                 async move { self.read_commit(v, meta?).await }
             })
-            .buffered(FETCH_CONCURRENCY)
-            .try_collect()
-            .await?;
+            .buffered(FETCH_CONCURRENCY);
+        // The window's commits are held with the base's files: together within the limits.
+        let mut held = base.active.held_bytes;
+        let mut commits: Vec<DeltaCommit> = Vec::new();
+        while let Some(commit) = read.try_next().await? {
+            held = held.saturating_add(commit.heap_size());
+            if held > self.limits.held_bytes() {
+                return Err(self.too_many_files(commit.version));
+            }
+            commits.push(commit);
+        }
         Ok((base, commits))
     }
 }
