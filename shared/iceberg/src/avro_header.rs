@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
-const MAGIC: &[u8] = b"Obj\x01";
+pub(crate) const MAGIC: &[u8] = b"Obj\x01";
 
 /// `file` with every named type of its schema defined once; the same bytes when it already is
 /// (or when it is not an Avro object container, which is not ours to change).
@@ -127,14 +127,14 @@ fn rename_repeated(schema: &mut Value, namespace: &str, defined: &mut HashSet<St
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl Reader<'_> {
     /// A zig-zag varint long.
-    fn long(&mut self) -> Result<i64, String> {
+    pub(crate) fn long(&mut self) -> Result<i64, String> {
         let mut value: u64 = 0;
         for shift in (0..64).step_by(7) {
             let byte = *self
@@ -150,7 +150,7 @@ impl Reader<'_> {
         Err("the Avro header holds a number longer than 10 bytes".into())
     }
 
-    fn bytes(&mut self) -> Result<&[u8], String> {
+    pub(crate) fn bytes(&mut self) -> Result<&[u8], String> {
         let len =
             usize::try_from(self.long()?).map_err(|_| "a negative length in the Avro header")?;
         let end = self

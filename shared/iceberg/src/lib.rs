@@ -3,6 +3,7 @@
 //! a [`Catalog`] (Glue, or [`InMemoryCatalog`]) makes them current with a compare-and-swap.
 //! The sync that drives it lives in `lakemirror-mirror`.
 
+mod avro_cost;
 mod avro_header;
 pub mod catalog;
 mod error;

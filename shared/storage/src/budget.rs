@@ -173,6 +173,24 @@ impl MemoryShare {
         }
     }
 
+    /// Grows `room` (taken from this share for `location`) to `bytes`, as [`Self::reserve`]
+    /// takes room: what a parse found it needs once it counted what it read.
+    pub async fn grow(&self, location: &str, room: &mut Reservation, bytes: u64) -> Result<()> {
+        if bytes <= room.bytes() || bytes <= SMALL_READ {
+            return Ok(());
+        }
+        if bytes > self.read_bytes {
+            return Err(self.too_large(location, bytes));
+        }
+        let more = self.reserve(location, bytes - room.bytes()).await?;
+        match (room.permit.as_mut(), more.permit) {
+            (Some(permit), Some(more)) => permit.merge(more),
+            (None, more) => room.permit = more,
+            (Some(_), None) => {}
+        }
+        Ok(())
+    }
+
     /// `location` (of `size` bytes) does not fit this share.
     pub fn too_large(&self, location: &str, size: u64) -> Error {
         self.too_large_to_parse(location, size, 1)

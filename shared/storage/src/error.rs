@@ -52,6 +52,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// `location` does not exist (as the store says it).
+    pub fn not_found(location: &str) -> Self {
+        Error::Store(object_store::Error::NotFound {
+            path: location.to_string(),
+            source: "the object does not exist".into(),
+        })
+    }
+
     pub(crate) fn location(location: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Location {
             location: location.into(),

@@ -41,6 +41,9 @@ pub struct UnityCommits {
     /// id in one table's configuration costs one walk of the catalog per
     /// [`NOT_FOUND_FOR`], not one per sync.
     not_found: Mutex<HashMap<String, (Instant, String)>>,
+    /// One walk of the catalog at a time: syncs of tables naming the same id wait for the
+    /// first one's answer instead of walking again beside it.
+    walking: tokio::sync::Mutex<()>,
 }
 
 impl UnityCommits {
@@ -49,6 +52,7 @@ impl UnityCommits {
             client,
             names: Mutex::default(),
             not_found: Mutex::default(),
+            walking: tokio::sync::Mutex::default(),
         }
     }
 
@@ -71,12 +75,17 @@ impl UnityCommits {
         table_id: &str,
         table_root: &str,
     ) -> Result<CommitsAnswer, CatalogError> {
-        let known = self
-            .names
-            .lock()
-            .ok()
-            .and_then(|n| n.get(table_id).cloned());
-        let full_name = match known {
+        let known = || {
+            self.names
+                .lock()
+                .ok()
+                .and_then(|n| n.get(table_id).cloned())
+        };
+        let mut walking = None;
+        if known().is_none() {
+            walking = Some(self.walking.lock().await);
+        }
+        let full_name = match known() {
             Some(name) => name,
             None => {
                 if let Some(refusal) = self.remembered_refusal(table_id) {
@@ -105,6 +114,7 @@ impl UnityCommits {
                 name
             }
         };
+        drop(walking);
         let loaded = self
             .client
             .delta_load_table(&full_name)

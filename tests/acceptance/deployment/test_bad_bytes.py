@@ -181,11 +181,15 @@ def test_a_forged_table_uri_in_a_mirrors_metadata_is_refused_by_the_scheduled_ve
     assert [m["Table"] for m in drift] == [f"{glue_database}.b"], "no drift is reported under A's name"
 
 
-def test_a_nested_table_is_refused_on_every_sync_not_only_its_first(
-        bucket, glue_database, delta_storage_options, lakemirror):
+@pytest.mark.parametrize("first", ["nested", "sales"])
+def test_a_nested_table_gives_up_the_name_it_took_and_a_table_that_is_not_nested_takes_it(
+        first, bucket, glue_database, delta_storage_options, lakemirror):
     """A's writer removes A's `_delta_log/` for a moment, mirrors `A/orders` as `orders` (the
-    name the sales team's table will want), and restores the log: the next sync of
-    `A/orders` is refused, not continued."""
+    name the sales team's table will want), and restores the log. Since issue 43 the next sync
+    of `A/orders` was refused, but `orders` kept serving the attacker's rows and the real
+    `sales/orders` was refused the name for good (issue 51). Now the nested table's sync
+    removes its mirror from the catalog, and `sales/orders` takes the name, whichever syncs
+    first."""
     a = table(bucket, "t", 100)
     lakemirror("glue-sync", "--table-uri", a.uri, "--glue-database", glue_database)
     s3 = boto3.client("s3")
@@ -195,15 +199,27 @@ def test_a_nested_table_is_refused_on_every_sync_not_only_its_first(
     nested = f"{a.uri}/orders"
     write_deltalake(nested, pa.table({"id": pa.array([666], pa.int64())}), storage_options=delta_storage_options)
     lakemirror("glue-sync", "--table-uri", nested, "--glue-database", glue_database)
+    judge.assert_same_rows([(666,)], judge.iceberg_rows_pyiceberg(glue_database, "orders"))
     s3.put_object(Bucket=bucket, Key=log_key, Body=saved)
     write_deltalake(nested, pa.table({"id": pa.array([667], pa.int64())}), mode="append",
                     storage_options=delta_storage_options)
+    sales = f"s3://{bucket}/warehouse/sales/orders"
+    write_deltalake(sales, pa.table({"id": pa.array([1, 2], pa.int64())}), storage_options=delta_storage_options)
 
-    result = lakemirror("glue-sync", "--table-uri", nested, "--glue-database", glue_database, check=False)
-    assert result.returncode > 0 and "panicked" not in result.stderr, result
-    assert f"lies inside the Delta table at {a.uri}" in result.stderr, result.stderr
-    assert judge.iceberg_snapshots(glue_database, "orders")[-1]["summary"]["delta.version"] == "0", \
-        "the nested table's mirror is not continued"
+    if first == "nested":
+        result = lakemirror("glue-sync", "--table-uri", nested, "--glue-database", glue_database, check=False)
+        assert result.returncode > 0 and "panicked" not in result.stderr, result
+        assert f"lies inside the Delta table at {a.uri}" in result.stderr, result.stderr
+        assert f"its mirror {glue_database}.orders was removed from the catalog" in result.stderr, result.stderr
+        with pytest.raises(boto3.client("glue").exceptions.EntityNotFoundException):
+            boto3.client("glue").get_table(DatabaseName=glue_database, Name="orders")
+    taken = lakemirror("glue-sync", "--table-uri", sales, "--glue-database", glue_database).json
+    assert (taken["table"], taken["action"]) == ("orders", "created"), taken
+    judge.assert_same_rows([(1,), (2,)], judge.iceberg_rows_pyiceberg(glue_database, "orders"))
+    # The nested table's syncs take nothing back.
+    again = lakemirror("glue-sync", "--table-uri", nested, "--glue-database", glue_database, check=False)
+    assert again.returncode > 0 and "panicked" not in again.stderr, again
+    judge.assert_same_rows([(1,), (2,)], judge.iceberg_rows_pyiceberg(glue_database, "orders"))
 
 
 def redirecting_server(target_url):

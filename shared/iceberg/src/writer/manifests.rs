@@ -165,7 +165,7 @@ pub(super) async fn read_entries(
     manifest: &ManifestFile,
 ) -> Result<Vec<iceberg::spec::ManifestEntryRef>> {
     let location = &manifest.manifest_path;
-    let Some(bytes) = writer.metadata_store.get_if_exists(location).await? else {
+    let Some(bytes) = writer.read_avro(location).await? else {
         return Ok(Vec::new());
     };
     Ok(parse_manifest(writer, manifest, bytes)
@@ -192,7 +192,7 @@ pub(super) async fn read_live_files(
     writer: &MetadataWriter,
     manifest: &ManifestFile,
 ) -> Result<Vec<LiveFile>> {
-    let (bytes, _) = writer.metadata_store.get(&manifest.manifest_path).await?;
+    let bytes = writer.read_avro_required(&manifest.manifest_path).await?;
     let parsed = parse_manifest(writer, manifest, bytes).await?;
     // First row ID inheritance (v3): a data file without one takes the manifest's plus the
     // record counts of the files before it that had none, live or not, in manifest order.

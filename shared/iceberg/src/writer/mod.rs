@@ -200,7 +200,7 @@ impl MetadataWriter {
         let mut manifests = Vec::new();
         for part in 0..parts {
             let location = self.part_list_location(snapshot_id, part, parts);
-            let Some(bytes) = self.metadata_store.get_if_exists(&location).await? else {
+            let Some(bytes) = self.read_avro(&location).await? else {
                 return Err(Error::FanOut(format!(
                     "part {part} of {parts} has not finished ({location} is missing): run that part (again), then finish"
                 )));
@@ -359,7 +359,7 @@ impl MetadataWriter {
         metadata: &TableMetadata,
     ) -> Result<Option<Vec<ManifestFile>>> {
         self.own(list)?;
-        let Some(bytes) = self.metadata_store.get_if_exists(list).await? else {
+        let Some(bytes) = self.read_avro(list).await? else {
             return Ok(None);
         };
         self.own_manifests(&bytes, metadata.format_version())
@@ -386,6 +386,34 @@ impl MetadataWriter {
                 .try_collect()
                 .await?;
         Ok(live.into_iter().flatten().map(|l| l.data_file).collect())
+    }
+
+    /// One of the mirror's own Avro files (a manifest, a manifest list), read within the
+    /// work's memory share with room for decoding it, after checking that it is one
+    /// lakemirror wrote ([`crate::avro_cost`]); None when it is gone. The bytes hold the
+    /// room until they are dropped.
+    pub(crate) async fn read_avro(&self, location: &str) -> Result<Option<bytes::Bytes>> {
+        let copies = crate::avro_cost::COPIES;
+        let Some(read) = self.metadata_store.get_to_parse(location, copies).await? else {
+            return Ok(None);
+        };
+        let cost = crate::avro_cost::decoded_cost(&read.bytes).map_err(|why| {
+            Error::CatalogState(format!(
+                "{location} is not a manifest or manifest list lakemirror wrote ({why}): someone else changed the table's Iceberg metadata; nothing was written. Delete the catalog table and sync again to rebuild the mirror"
+            ))
+        })?;
+        let mut room = read.room;
+        lakemirror_storage::budget::current()
+            .grow(location, &mut room, cost)
+            .await?;
+        Ok(Some(room.holding(read.bytes)))
+    }
+
+    /// [`Self::read_avro`] of a file that must be there.
+    pub(crate) async fn read_avro_required(&self, location: &str) -> Result<bytes::Bytes> {
+        self.read_avro(location)
+            .await?
+            .ok_or_else(|| lakemirror_storage::Error::not_found(location).into())
     }
 
     /// The manifests a manifest list's bytes name, each of this table's own.

@@ -122,7 +122,7 @@ impl TableState {
         if let Some(snapshot) = m.current_snapshot() {
             let list_location = snapshot.manifest_list();
             writer.own(list_location)?;
-            let (bytes, _) = writer.metadata_store.get(list_location).await?;
+            let bytes = writer.read_avro_required(list_location).await?;
             for manifest in writer.own_manifests(&bytes, m.format_version())? {
                 let content = match manifest.content {
                     ManifestContentType::Deletes => Content::Deletes,
