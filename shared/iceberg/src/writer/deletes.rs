@@ -40,9 +40,24 @@ impl MetadataWriter {
                 ),
             ));
         }
+        if let Some(rows) = file.record_count
+            && count > rows
+        {
+            return Err(Error::malformed(
+                self.data_store.root_uri(),
+                format!(
+                    "the deletion vector of {} deletes {count} rows of a file of {rows}",
+                    file.location
+                ),
+            ));
+        }
         if count == 0 {
             return Ok(None);
         }
+        // The positions as a delete file take about 24 bytes each while it is written.
+        let _room = lakemirror_storage::budget::current()
+            .reserve(&file.location, count.saturating_mul(24))
+            .await?;
         if format_version == FormatVersion::V3 {
             return self
                 .write_deletion_vector(file, &positions, spec_id)
