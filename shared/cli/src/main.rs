@@ -44,10 +44,11 @@ struct Cli {
         value_delimiter = ','
     )]
     allowed_external_roots: Vec<String>,
-    /// Memory in MB that bounds what one sync reads of a Delta log at once: a log file up
-    /// to a quarter of it (at most 512 MB), and about 2 KB per data file held, in 60% of
-    /// it; a larger table is refused with what to do, or a new mirror bootstrapped in
-    /// groups, instead of running out of memory [default: this machine's memory].
+    /// Memory in MB the process may use: three quarters of it are its memory budget, 40% of
+    /// that for objects being read (at most 512 MB at once; a read waits for room) and the
+    /// rest for what parsing keeps (about 2 KB per data file held); a larger table is
+    /// refused with what to do, or a new mirror bootstrapped in groups, instead of running
+    /// out of memory [default: this machine's memory].
     #[arg(long, global = true, env = "MEMORY_SIZE")]
     memory_size: Option<u64>,
     #[command(flatten)]

@@ -236,6 +236,7 @@ pub async fn finish(
             report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
             report.metadata_location = Some(location);
             report.omitted_columns = staged.table.omitted_columns();
+            report.reader_notes = staged.table.reader_notes();
             report.snapshots = staged.snapshots.clone();
         }
         return Ok(report.finished(started, &counters));

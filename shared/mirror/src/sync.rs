@@ -128,6 +128,11 @@ pub struct SyncReport {
     /// Columns left out of the Iceberg schema: a type or a widening its format version cannot
     /// hold, or a column Java Iceberg cannot read (`lakemirror.omitted-columns` says why).
     pub omitted_columns: Vec<String>,
+    /// What readers of the mirror are told beside its columns (a reader's limit it works
+    /// around, and how: `read.parquet.vectorization.enabled=false` while Spark's vectorized
+    /// reader cannot read its widened columns).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reader_notes: Vec<String>,
     /// For a catalog-managed Delta table: what its catalog ratified, or why the mirror is
     /// limited to the published log.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -165,6 +170,9 @@ impl SyncReport {
             omitted_columns: current
                 .map(CommittedTable::omitted_columns)
                 .unwrap_or_default(),
+            reader_notes: current
+                .map(CommittedTable::reader_notes)
+                .unwrap_or_default(),
             catalog_managed: None,
             attempts,
             elapsed_ms: 0,
@@ -192,6 +200,7 @@ impl SyncReport {
         self.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
         self.metadata_location = Some(location);
         self.omitted_columns = staged.table.omitted_columns();
+        self.reader_notes = staged.table.reader_notes();
         self.snapshots = staged.snapshots;
     }
 
@@ -531,6 +540,9 @@ async fn commit_planned(
     writer.delete_expired(&removed_files).await;
     for omitted in staged.table.omitted_declarations() {
         tracing::warn!(table = %read.full_name(), column = %omitted.column, reason = %omitted.reason, "a column left out of the mirror; the rest is mirrored exactly (lakemirror.omitted-columns)");
+    }
+    for note in staged.table.reader_notes() {
+        tracing::warn!(table = %read.full_name(), %note, "a reader's limit the mirror works around");
     }
     report.action = match (&planned.rebuilt, &read.current) {
         (Some(reason), _) => {

@@ -12,16 +12,16 @@
 //!
 //! Comparing is pure ([`compare_files`], [`check_history`]); [`verify`] only reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::spec::{DataContentType, DataFile, Literal, PrimitiveLiteral, SnapshotRef, Struct};
 
 use lakemirror_plan::layout::referenced_data_file;
-use lakemirror_plan::properties::{DELTA_COMMIT_HASH, DELTA_VERSION};
+use lakemirror_plan::properties::{DELTA_COMMIT_HASH, DELTA_VERSION, OmittedDeclaration};
 use lakemirror_plan::target::default_table_name;
-use lakemirror_plan::{CommittedTable, PlannedFile, plan_full};
+use lakemirror_plan::{CommittedTable, PlannedFile, SnapshotPlan, plan_full};
 use lakemirror_storage::{IoCounters, IoTotals, TableStorage};
 
 use crate::error::{Error, Result};
@@ -313,6 +313,30 @@ fn identity_differences(
     found
 }
 
+/// The columns `lakemirror.omitted-columns` declares left out (`declared`) against those the
+/// Delta version's schema leaves out (`plan`'s): a property changed by hand, or by someone
+/// else, tells readers of columns that are there, or hides why one is missing.
+fn omitted_difference(
+    declared: &[OmittedDeclaration],
+    plan: &SnapshotPlan,
+    version: i64,
+) -> Option<Difference> {
+    let names = |columns: &mut dyn Iterator<Item = &OmittedDeclaration>| -> BTreeSet<String> {
+        columns.map(|c| c.column.clone()).collect()
+    };
+    let declared = names(&mut declared.iter());
+    let left_out = names(&mut plan.omitted_columns.iter().flatten());
+    (declared != left_out).then(|| {
+        Difference::new(
+            DifferenceKind::Schema,
+            None,
+            format!(
+                "lakemirror.omitted-columns declares {declared:?} left out, but Delta version {version}'s schema leaves out {left_out:?}: the property was changed by someone else; a rebuild (delete the catalog table, sync again) repairs it"
+            ),
+        )
+    })
+}
+
 /// The files (and schema) of `snapshot` against those Delta's snapshot `delta` maps to.
 async fn content_differences(
     writer: &MetadataWriter,
@@ -341,6 +365,11 @@ async fn content_differences(
             ),
         ));
     }
+    found.extend(omitted_difference(
+        &view.omitted_columns,
+        &plan,
+        delta.version,
+    ));
     let live = writer.live_files_of(metadata, snapshot).await?;
     found.extend(compare_files(&plan.added, &live));
     let counts = Counts {

@@ -9,7 +9,8 @@ use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use crate::properties::{
     CATALOG_TABLE_ID_PROPERTY, COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY,
     DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, OmittedDeclaration, PHYSICAL_NAMES_PROPERTY,
-    ROW_LINEAGE_PROPERTY, omitted_declarations,
+    ROW_LINEAGE_PROPERTY, SPARK_VECTORIZATION_PROPERTY, WIDENED_TO_LONG_PROPERTY,
+    omitted_declarations,
 };
 use crate::snapshot::IcebergView;
 
@@ -76,6 +77,7 @@ impl CommittedTable {
             })
             .collect();
         let omitted_columns = self.omitted_declarations();
+        let widened_to_long = self.widened_to_long();
         let partition_zone = m
             .properties()
             .get(PARTITION_TIMEZONE_PROPERTY)
@@ -91,6 +93,7 @@ impl CommittedTable {
             column_mapped: m.properties().contains_key(COLUMN_MAPPED_PROPERTY),
             name_mapping: mapping,
             omitted_columns,
+            widened_to_long,
             partition_zone,
             format_version: m.format_version(),
             row_lineage: m.properties().contains_key(ROW_LINEAGE_PROPERTY),
@@ -122,6 +125,29 @@ impl CommittedTable {
             .properties()
             .get(CATALOG_TABLE_ID_PROPERTY)
             .map(String::as_str)
+    }
+
+    /// The columns widened from a smaller integer to long whose older files Spark's
+    /// vectorized reader cannot read (`lakemirror.widened-to-long`).
+    pub fn widened_to_long(&self) -> Vec<String> {
+        self.metadata
+            .properties()
+            .get(WIDENED_TO_LONG_PROPERTY)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
+    }
+
+    /// What readers are told about this mirror, beside its columns: why Spark reads it row
+    /// by row, when it does.
+    pub fn reader_notes(&self) -> Vec<String> {
+        let widened = self.widened_to_long();
+        if widened.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{SPARK_VECTORIZATION_PROPERTY}=false: {} widened to long, and files written before hold a narrower integer, which the vectorized Parquet reader of Iceberg 1.10 (Spark, EMR, Glue ETL) cannot read (apache/iceberg#16341); Spark reads this table row by row until Delta no longer lists the change (delta.typeChanges)",
+            widened.join(", ")
+        )]
     }
 
     /// The columns the mirror leaves out, by logical path.

@@ -12,6 +12,7 @@
 //!   carry the old name, so old names stay (as Java's `MappingUtil.update` keeps them), unless
 //!   another field now needs that name.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{MappedField, NameMapping, NestedField, Schema, Type};
@@ -211,6 +212,140 @@ fn merge(previous: &[&MappedField], wanted: Vec<Wanted>, live: &HashSet<i32>) ->
         .collect()
 }
 
+/// A field of a data file's Parquet schema as readers that map a file by name see it: a
+/// list's element is `element`, a map's entries `key` and `value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileField {
+    pub name: String,
+    pub children: Vec<FileField>,
+}
+
+/// The decoy IDs of fields inside a left-out variant column (its shredded `typed_value`) are
+/// counted down from here, above those of its `metadata` and `value`.
+const SHREDDED_DECOYS: i32 = DECOY_FLOOR + 90_000;
+/// ... and down to here.
+const SHREDDED_DECOYS_END: i32 = DECOY_FLOOR + 1_000;
+
+/// The variant columns `mapping` holds as left out (a format version 2 mirror maps a
+/// variant's `metadata` and `value` to decoy IDs): the path of names data files use for each.
+pub fn variant_placeholders(mapping: &NameMapping) -> Vec<Vec<String>> {
+    fn walk(fields: &[impl Borrow<MappedField>], prefix: &[String], out: &mut Vec<Vec<String>>) {
+        for f in fields {
+            let f = f.borrow();
+            let Some(name) = f.names().first() else {
+                continue;
+            };
+            let path: Vec<String> = prefix.iter().cloned().chain([name.clone()]).collect();
+            let decoy = |member: &str| {
+                f.fields().iter().any(|c| {
+                    c.names().iter().any(|n| n == member)
+                        && c.field_id().is_some_and(|id| id >= DECOY_FLOOR)
+                })
+            };
+            if decoy("metadata") && decoy("value") {
+                out.push(path);
+            } else {
+                walk(f.fields(), &path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(mapping.fields(), &[], &mut out);
+    out
+}
+
+/// `mapping` with every field of `fields` (the fields a data file holds inside the variant
+/// column at `path`) mapped, the new ones to decoy IDs no schema has: pyiceberg maps every
+/// field of a file before it projects the columns it reads, and refuses a file with one the
+/// mapping does not know (a shredded variant's `typed_value`, which differs file by file).
+/// The mapping only grows. None when it knows every field already.
+pub fn with_file_fields(
+    mapping: &NameMapping,
+    path: &[String],
+    fields: &[FileField],
+) -> Option<NameMapping> {
+    fn copy(f: &MappedField) -> MappedField {
+        MappedField::new(
+            f.field_id(),
+            f.names().to_vec(),
+            f.fields().iter().map(|c| copy(c)).collect(),
+        )
+    }
+    fn lowest(fields: &[impl Borrow<MappedField>], low: &mut i32) {
+        for f in fields {
+            let f = f.borrow();
+            if let Some(id) = f
+                .field_id()
+                .filter(|id| (SHREDDED_DECOYS_END..=SHREDDED_DECOYS).contains(id))
+            {
+                *low = (*low).min(id);
+            }
+            lowest(f.fields(), low);
+        }
+    }
+    /// `known` (a level of the mapping) with what of `file` it lacks; whether it grew.
+    fn merge(
+        known: &[impl Borrow<MappedField>],
+        file: &[FileField],
+        next: &mut i32,
+    ) -> (Vec<MappedField>, bool) {
+        let mut grew = false;
+        let mut out: Vec<MappedField> = known
+            .iter()
+            .map(Borrow::borrow)
+            .map(
+                |k: &MappedField| match file.iter().find(|f| k.names().contains(&f.name)) {
+                    Some(f) => {
+                        let (children, more) = merge(k.fields(), &f.children, next);
+                        grew |= more;
+                        MappedField::new(k.field_id(), k.names().to_vec(), children)
+                    }
+                    None => copy(k),
+                },
+            )
+            .collect();
+        for f in file {
+            let is_known = known.iter().any(|k| k.borrow().names().contains(&f.name));
+            if !is_known && *next > SHREDDED_DECOYS_END {
+                *next -= 1;
+                let id = *next;
+                let (children, _) = merge(&[] as &[MappedField], &f.children, next);
+                out.push(MappedField::new(Some(id), vec![f.name.clone()], children));
+                grew = true;
+            }
+        }
+        (out, grew)
+    }
+    fn within(
+        fields: &[impl Borrow<MappedField>],
+        path: &[String],
+        file: &[FileField],
+        next: &mut i32,
+    ) -> (Vec<MappedField>, bool) {
+        let mut grew = false;
+        let out = fields
+            .iter()
+            .map(Borrow::borrow)
+            .map(|f: &MappedField| match path.split_first() {
+                Some((name, rest)) if f.names().contains(name) => {
+                    let (children, more) = match rest.is_empty() {
+                        true => merge(f.fields(), file, next),
+                        false => within(f.fields(), rest, file, next),
+                    };
+                    grew |= more;
+                    MappedField::new(f.field_id(), f.names().to_vec(), children)
+                }
+                _ => copy(f),
+            })
+            .collect();
+        (out, grew)
+    }
+    let mut next = SHREDDED_DECOYS + 1;
+    lowest(mapping.fields(), &mut next);
+    let (fields, grew) = within(mapping.fields(), path, fields, &mut next);
+    grew.then(|| NameMapping::new(fields))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -386,5 +521,71 @@ mod tests {
             serde_json::to_value(&second).unwrap(),
             json!([{"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["_change_type"]}])
         );
+    }
+
+    #[test]
+    fn a_left_out_variants_shredded_fields_are_mapped_to_decoys_and_the_mapping_only_grows() {
+        let leaf = |name: &str| FileField {
+            name: name.into(),
+            children: vec![],
+        };
+        let shredded = |key: &str| FileField {
+            name: key.into(),
+            children: vec![leaf("value"), leaf("typed_value")],
+        };
+        let mapping = parse(json!([
+            {"field-id": 1, "names": ["i"]},
+            {"field-id": 2, "names": ["v"], "fields": [
+                {"field-id": DECOY_FLOOR + 999, "names": ["metadata"]},
+                {"field-id": DECOY_FLOOR + 998, "names": ["value"]}]},
+            {"field-id": 3, "names": ["s"], "fields": [{"field-id": 4, "names": ["x"]}]}
+        ]));
+        assert_eq!(variant_placeholders(&mapping), vec![vec!["v".to_string()]]);
+        let first = FileField {
+            name: "typed_value".into(),
+            children: vec![shredded("id")],
+        };
+        let file = [leaf("metadata"), leaf("value"), first];
+        let grown = with_file_fields(&mapping, &["v".to_string()], &file).unwrap();
+        assert!(
+            with_file_fields(&grown, &["v".to_string()], &file).is_none(),
+            "known already"
+        );
+        // A file shredding another key adds only that key, below the IDs given before.
+        let second = FileField {
+            name: "typed_value".into(),
+            children: vec![shredded("name")],
+        };
+        let grown = with_file_fields(&grown, &["v".to_string()], &[second]).unwrap();
+        let json = serde_json::to_value(&grown).unwrap();
+        let typed = &json[1]["fields"][2];
+        assert_eq!(typed["names"], json!(["typed_value"]));
+        let keys: Vec<&str> = typed["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["names"][0].as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["id", "name"]);
+        let mut ids = Vec::new();
+        fn collect(v: &serde_json::Value, ids: &mut Vec<i64>) {
+            for f in v.as_array().unwrap() {
+                ids.push(f["field-id"].as_i64().unwrap());
+                if let Some(children) = f.get("fields") {
+                    collect(children, ids);
+                }
+            }
+        }
+        collect(&json, &mut ids);
+        let unique: HashSet<i64> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "IDs are unique: {ids:?}");
+        assert!(
+            ids.iter()
+                .filter(|id| **id > 4)
+                .all(|id| *id >= i64::from(DECOY_FLOOR))
+        );
+        // The rest of the mapping is as it was.
+        assert_eq!(json[0], json!({"field-id": 1, "names": ["i"]}));
+        assert_eq!(json[2]["fields"][0], json!({"field-id": 4, "names": ["x"]}));
     }
 }

@@ -30,6 +30,17 @@ pub const PHYSICAL_NAMES_PROPERTY: &str = "lakemirror.delta.physical-names";
 /// `{"column": <logical path>, "reason": <text>}`; mirrors written before the reasons hold a
 /// list of paths), absent when none are.
 pub const OMITTED_COLUMNS_PROPERTY: &str = "lakemirror.omitted-columns";
+/// Table property: the columns widened from a smaller integer to long whose older files hold
+/// the narrower integer (a JSON list of logical paths), absent when none are. While there
+/// are any, [`SPARK_VECTORIZATION_PROPERTY`] is false.
+pub const WIDENED_TO_LONG_PROPERTY: &str = "lakemirror.widened-to-long";
+/// Iceberg's table property that turns Spark's vectorized Parquet reader off. Iceberg 1.10's
+/// fails on a long column whose file holds an annotated 32-bit integer
+/// (`ClassCastException: BigIntVector cannot be cast to IntVector`, apache/iceberg#16341,
+/// fixed after 1.10 by #16343); Spark honours the property unless its session sets
+/// `spark.sql.iceberg.vectorization.enabled` itself.
+pub const SPARK_VECTORIZATION_PROPERTY: &str = "read.parquet.vectorization.enabled";
+
 /// Table property: the fields of Iceberg v3 types that iceberg-rust holds as a placeholder
 /// (variant, geometry, geography), by field ID, as the metadata file names them (JSON).
 pub const V3_TYPES_PROPERTY: &str = "lakemirror.iceberg.v3-types";

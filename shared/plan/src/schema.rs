@@ -78,6 +78,10 @@ pub struct ConvertedSchema {
     pub v3_types: BTreeMap<i32, String>,
     /// The fields of Delta's variant type, in either format version.
     pub variant_ids: HashSet<i32>,
+    /// Columns of the mirror widened from a smaller integer to long (`delta.typeChanges`):
+    /// files written before hold a narrower integer, which Spark's vectorized Parquet
+    /// reader (Iceberg 1.10) cannot read as long (apache/iceberg#16341).
+    pub widened_to_long: Vec<String>,
 }
 
 /// A column the mirror leaves out, and why.
@@ -135,9 +139,20 @@ impl ConvertedSchema {
             return Ok((self.schema.clone(), omitted));
         }
         let ids: HashSet<i32> = omitted.iter().map(|c| c.id).collect();
+        let kept = without(self.schema.as_struct().fields(), &ids);
+        if kept.is_empty() {
+            let columns: Vec<String> = omitted
+                .iter()
+                .map(|c| format!("{} ({})", c.path, c.reason))
+                .collect();
+            return Err(format!(
+                "every column is one this mirror cannot hold: {}. An Iceberg table without a column is refused by DuckDB and read as no rows by pyiceberg, so nothing was written; a mirror in Iceberg format version 3 holds variant and geo columns (ICEBERG_FORMAT_VERSION=3, --iceberg-format-version 3, or the table property lakemirror.iceberg.format-version=3)",
+                columns.join("; ")
+            ));
+        }
         let schema = Schema::builder()
             .with_schema_id(self.schema.schema_id())
-            .with_fields(without(self.schema.as_struct().fields(), &ids))
+            .with_fields(kept)
             .build()
             .map_err(|e| e.to_string())?;
         Ok((schema, omitted))
@@ -217,6 +232,7 @@ pub fn iceberg_schema(
         omitted: Vec::new(),
         v3_types: BTreeMap::new(),
         variant_ids: HashSet::new(),
+        widened_to_long: Vec::new(),
     };
     let (fields, _, _) = walk.struct_fields(fields, "")?;
     let schema = Schema::builder()
@@ -230,6 +246,7 @@ pub fn iceberg_schema(
         omitted: walk.omitted,
         v3_types: walk.v3_types,
         variant_ids: walk.variant_ids,
+        widened_to_long: walk.widened_to_long,
     })
 }
 
@@ -274,6 +291,7 @@ struct Walk<'a> {
     omitted: Vec<OmittedColumn>,
     v3_types: BTreeMap<i32, String>,
     variant_ids: HashSet<i32>,
+    widened_to_long: Vec<String>,
 }
 
 /// A Delta type as the walk made it.
@@ -326,6 +344,9 @@ impl Walk<'_> {
                 .or_else(|| {
                     (!readable && self.column_mapped).then_some(OmitReason::UnreadableByJava)
                 });
+            if omit.is_none() && widened_to_long(f) {
+                self.widened_to_long.push(path.clone());
+            }
             match omit {
                 Some(reason) => {
                     // The whole field goes, not its parts one by one.
@@ -496,6 +517,14 @@ impl Walk<'_> {
             typed.omit,
         ))
     }
+}
+
+/// Whether `field` (or an element inside it) was widened from a smaller integer to long.
+fn widened_to_long(field: &DeltaField) -> bool {
+    field
+        .type_changes
+        .iter()
+        .any(|(from, to)| to == "long" && matches!(from.as_str(), "byte" | "short" | "integer"))
 }
 
 /// The first widening of `field` Iceberg cannot express, as the reason it is left out.
@@ -1115,10 +1144,14 @@ mod tests {
 
     #[test]
     fn a_left_out_list_keeps_its_element_id_from_the_name_mapping() {
-        let fields = delta(&cm(
-            2,
-            "ints",
-            r#"{"type":"array","elementType":"integer","containsNull":true}"#,
+        let fields = delta(&format!(
+            "{},{}",
+            cm(1, "id", r#""long""#),
+            cm(
+                2,
+                "ints",
+                r#"{"type":"array","elementType":"integer","containsNull":true}"#,
+            )
         ));
         let first = convert(&fields, None, None, 0, 0).unwrap();
         let element = first.schema.field_id_by_name("ints.element").unwrap();
@@ -1131,6 +1164,29 @@ mod tests {
         );
         let again = convert(&fields, Some(&table), Some(&mapping), element, 1).unwrap();
         assert_eq!(again.schema.field_id_by_name("ints.element"), Some(element));
+    }
+
+    #[test]
+    fn a_mirror_without_a_column_is_refused_naming_format_version_3() {
+        let fields = delta(r#"{"name":"v","type":"variant","nullable":true,"metadata":{}}"#);
+        let converted = convert(&fields, None, None, 0, 0).unwrap();
+        let err = converted.mirrored(false).unwrap_err();
+        assert!(
+            err.contains("every column is one this mirror cannot hold: v (Delta type variant"),
+            "{err}"
+        );
+        assert!(err.contains("--iceberg-format-version 3"), "{err}");
+    }
+
+    #[test]
+    fn a_column_widened_from_a_smaller_integer_to_long_is_named_for_sparks_reader() {
+        let fields = delta(
+            r#"{"name":"b","type":"long","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"byte","toType":"long"}]}},
+               {"name":"f","type":"double","nullable":true,"metadata":{"delta.typeChanges":[{"fromType":"float","toType":"double"}]}},
+               {"name":"i","type":"long","nullable":true,"metadata":{}}"#,
+        );
+        let converted = convert(&fields, None, None, 0, 0).unwrap();
+        assert_eq!(converted.widened_to_long, ["b"]);
     }
 
     const VARIANTS: &str = r#"{"name":"id","type":"long","nullable":true,"metadata":{}},

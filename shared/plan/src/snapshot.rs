@@ -44,6 +44,9 @@ pub struct IcebergView {
     pub name_mapping: Option<NameMapping>,
     /// Columns the mirror leaves out, with why (`lakemirror.omitted-columns`).
     pub omitted_columns: Vec<OmittedDeclaration>,
+    /// Columns widened from a smaller integer to long, whose older files Spark's vectorized
+    /// reader cannot read (`lakemirror.widened-to-long`).
+    pub widened_to_long: Vec<String>,
     /// Where `timestamp` partition values without an offset were written (None: UTC).
     pub partition_zone: Option<PartitionZone>,
     /// The Iceberg format version of the mirror: variant, geo and column defaults exist
@@ -99,6 +102,10 @@ pub struct SnapshotPlan {
     pub name_mapping: Option<NameMapping>,
     /// The columns left out of `schema`, with why, when that list changes.
     pub omitted_columns: Option<Vec<OmittedDeclaration>>,
+    /// The columns widened from a smaller integer to long, when that list changes: while
+    /// there are any, the mirror asks Spark to read it row by row
+    /// ([`crate::properties::SPARK_VECTORIZATION_PROPERTY`]).
+    pub widened_to_long: Option<Vec<String>>,
     /// The fields of `schema` of Iceberg v3 types iceberg-rust cannot express (held as a
     /// placeholder), by field ID, when `schema` is set.
     pub v3_types: BTreeMap<i32, String>,
@@ -254,6 +261,7 @@ fn plan_full_of(
         physical_names: next.physical_names,
         name_mapping: Some(next.name_mapping),
         omitted_columns: Some(next.omitted_columns),
+        widened_to_long: Some(next.widened_to_long),
         v3_types: next.v3_types,
         partition_zone: Some(zone_setting(metadata)),
         partition_columns: metadata.partition_columns.clone(),
@@ -295,6 +303,7 @@ fn names_through_history(
             physical_names: HashMap::new(),
             name_mapping: None,
             omitted_columns: Vec::new(),
+            widened_to_long: Vec::new(),
             partition_zone: None,
             format_version,
             row_lineage: false,
@@ -376,6 +385,7 @@ impl IcebergView {
             physical_names: first.physical_names.clone(),
             name_mapping: first.name_mapping.clone(),
             omitted_columns: first.omitted_columns.clone().unwrap_or_default(),
+            widened_to_long: first.widened_to_long.clone().unwrap_or_default(),
             partition_zone: first
                 .partition_zone
                 .clone()
@@ -436,7 +446,7 @@ pub fn plan_commits(
         let mut new_schema = None;
         let mut physical = HashMap::new();
         let mut v3_types = BTreeMap::new();
-        let (mut new_mapping, mut new_omitted) = (None, None);
+        let (mut new_mapping, mut new_omitted, mut new_widened) = (None, None, None);
         if let Some(metadata) = &commit.metadata {
             if view.delta_version.is_some() && !view.column_mapped && column_mapped(metadata) {
                 return Err(renumbered(table, commit.version));
@@ -458,6 +468,10 @@ pub fn plan_commits(
             if view.omitted_columns != next.omitted_columns {
                 view.omitted_columns = next.omitted_columns.clone();
                 new_omitted = Some(next.omitted_columns);
+            }
+            if view.widened_to_long != next.widened_to_long {
+                view.widened_to_long = next.widened_to_long.clone();
+                new_widened = Some(next.widened_to_long);
             }
             let (schema, changed) = (next.schema, next.changed);
             physical = next.physical_names;
@@ -523,6 +537,7 @@ pub fn plan_commits(
             physical_names: physical,
             name_mapping: new_mapping,
             omitted_columns: new_omitted,
+            widened_to_long: new_widened,
             v3_types,
             partition_zone: commit.metadata.as_ref().map(zone_setting),
             partition_columns: view.partition_columns.clone(),
@@ -576,6 +591,7 @@ struct NextSchema {
     partition_keys: Vec<String>,
     name_mapping: NameMapping,
     omitted_columns: Vec<OmittedDeclaration>,
+    widened_to_long: Vec<String>,
     /// Fields of v3 types held as a placeholder, by field ID.
     v3_types: BTreeMap<i32, String>,
     partition_zone: Option<PartitionZone>,
@@ -688,6 +704,7 @@ fn next_schema(
         partition_keys,
         name_mapping,
         omitted_columns,
+        widened_to_long: converted.widened_to_long,
         v3_types: converted.v3_types,
         partition_zone,
     })
@@ -920,6 +937,7 @@ mod tests {
             physical_names: HashMap::new(),
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
+            widened_to_long: Vec::new(),
             partition_zone: None,
             format_version: FormatVersion::V2,
             row_lineage: false,
@@ -1073,6 +1091,7 @@ mod tests {
             physical_names: plan.physical_names,
             name_mapping: plan.name_mapping,
             omitted_columns: Vec::new(),
+            widened_to_long: Vec::new(),
             partition_zone: None,
             format_version: FormatVersion::V2,
             row_lineage: false,

@@ -112,3 +112,39 @@ def test_a_widening_iceberg_cannot_express_leaves_the_column_out_until_delta_dro
     assert sorted(f.name for f in table.schema().fields) == ["c", "k"]
     assert_mirrors(uri, glue_database, "int_double", result, expected_rows=[(1.0, 10), (1.5, 11)],
                    java=java_iceberg)
+
+
+def test_a_column_widened_to_long_is_read_by_sparks_default_reader_while_old_files_hold_a_smaller_integer(
+        tmp_path, glue_database, lakemirror, java_iceberg):
+    """Iceberg 1.10's vectorized Parquet reader, Spark's default (also EMR's and Glue ETL's),
+    fails on a long column whose older file holds an annotated smaller integer:
+    `ClassCastException: BigIntVector cannot be cast to IntVector` (apache/iceberg#16341,
+    fixed by #16343 after 1.10). The mirror sets read.parquet.vectorization.enabled=false while
+    Delta lists such a widening, says so in its report, and lets go of it once Delta no
+    longer does; Java reads it with Spark's defaults throughout."""
+    root = tmp_path / "byte_long"
+    uri = widened_table(root, "byte", "long",
+                        pa.table({"c": pa.array([1, 2], pa.int8())}),
+                        pa.table({"c": pa.array([3_000_000_000], pa.int64())}))
+    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    notes = result.json.get("reader_notes", [])
+    assert len(notes) == 1 and "apache/iceberg#16341" in notes[0] and "c widened to long" in notes[0], notes
+    table = judge.glue_catalog().load_table((glue_database, "byte_long"))
+    assert table.properties["read.parquet.vectorization.enabled"] == "false"
+    expected = [(1,), (2,), (3_000_000_000,)]
+    assert sorted(java_iceberg.rows(result.json["metadata_location"])) == expected, "Spark's defaults"
+    assert_mirrors(uri, glue_database, "byte_long", result, expected_rows=expected, java=java_iceberg)
+
+    # REORG … (UPGRADE) rewrites the old file and Delta lists the change no more.
+    rewritten = add(root, "part-2.parquet", pa.table({"c": pa.array([1, 2], pa.int64())}))
+    put_commit(root, 2, [
+        {"commitInfo": {"timestamp": 1764500002000}},
+        {"metaData": {"id": "w", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                      "configuration": {"delta.enableTypeWidening": "true"}, "schemaString": schema("long")}},
+        {"remove": {"path": "part-0.parquet", "deletionTimestamp": 1764500002000, "dataChange": False}},
+        rewritten])
+    result = lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database)
+    assert "reader_notes" not in result.json, result.json
+    table = judge.glue_catalog().load_table((glue_database, "byte_long"))
+    assert "read.parquet.vectorization.enabled" not in table.properties
+    assert sorted(java_iceberg.rows(result.json["metadata_location"])) == expected

@@ -15,6 +15,7 @@ import boto3
 import pytest
 from pyiceberg.manifest import ManifestContent, write_manifest, write_manifest_list
 
+from conftest import REPO
 from rig import judge
 
 TABLE = "dv-partitioned-with-checkpoint"
@@ -217,3 +218,31 @@ def test_another_engines_snapshot_on_top_is_drift_naming_it(tmp_path, glue_datab
     assert len(history) == 1 and f"snapshot {foreign} names no Delta version" in history[0], found
     assert "operation=append" in history[0] and "added-data-files=1" in history[0], history
     assert len(found) == 1, found
+
+
+@pytest.mark.parametrize("tampered", ["a column dropped from the list", "a column Delta has added to it"])
+def test_verify_reports_a_tampered_omitted_columns_property(tampered, tmp_path, glue_database, lakemirror):
+    """A v2 mirror of a variant table leaves its variant columns out and names them in
+    lakemirror.omitted-columns. Whoever changes the property (a column dropped from it while
+    still missing from the schema, or one named that Delta still has) misleads readers about
+    which columns exist: verify says so."""
+    uri = str(tmp_path / "variant")
+    shutil.copytree(REPO.parent / "shared" / "delta-features" / "variant-stats-no-checkpoint", uri)
+    lakemirror("glue-sync", "--table-uri", uri, "--glue-database", glue_database, "--glue-table", "t")
+    assert verify(lakemirror, uri, glue_database).returncode == 0
+    tbl = judge.glue_catalog().load_table((glue_database, "t"))
+    declared = json.loads(tbl.properties["lakemirror.omitted-columns"])
+    assert [d["column"] for d in declared] == ["v", "nv"], declared
+    if tampered == "a column dropped from the list":
+        declared = declared[1:]
+    else:
+        declared.append({"column": "i", "reason": "made up"})
+    metadata = json.loads(tbl.io.new_input(tbl.metadata_location).open().read())
+    metadata["properties"]["lakemirror.omitted-columns"] = json.dumps(declared)
+    location = f"{tbl.metadata_location.rsplit('/', 1)[0]}/99999-{uuid.uuid4()}.metadata.json"
+    with tbl.io.new_output(location).create() as out:
+        out.write(json.dumps(metadata).encode())
+    point_glue_at(glue_database, location)
+    found = differences(verify(lakemirror, uri, glue_database))
+    assert [kind for kind, _, _ in found] == ["schema"], found
+    assert "lakemirror.omitted-columns" in found[0][2], found

@@ -11,6 +11,7 @@
 //! snapshot changed; `lineage` assigns v3 row IDs.
 
 mod deletes;
+mod footers;
 mod lineage;
 mod manifests;
 mod state;
@@ -29,7 +30,7 @@ use iceberg::spec::{
 
 use lakemirror_plan::history::HistoryPolicy;
 use lakemirror_plan::layout::{Content, FanOutPart, LiveFile};
-use lakemirror_plan::{CommittedTable, PlannedFile, SnapshotPlan};
+use lakemirror_plan::{CommittedTable, SnapshotPlan};
 use lakemirror_runtime::crash;
 use lakemirror_storage::TableStorage;
 
@@ -452,49 +453,6 @@ impl MetadataWriter {
         self.staging.delete(location).await?;
         Ok(())
     }
-
-    /// Fills in record counts the log did not give by reading Parquet footers.
-    async fn complete_record_counts(&self, files: &mut [PlannedFile]) -> Result<()> {
-        let missing: Vec<usize> = (0..files.len())
-            .filter(|i| files[*i].record_count.is_none())
-            .collect();
-        let counts: Vec<(usize, u64)> = futures::stream::iter(missing)
-            .map(|i| {
-                let (location, size) = (files[i].location.clone(), files[i].size);
-                async move {
-                    Ok::<_, Error>((
-                        i,
-                        footer_record_count(&self.data_store, &location, size).await?,
-                    ))
-                }
-            })
-            .buffer_unordered(16)
-            .try_collect()
-            .await?;
-        for (i, n) in counts {
-            files[i].record_count = Some(n);
-        }
-        Ok(())
-    }
-}
-
-/// `num_rows` from a Parquet file's footer: two ranged reads.
-async fn footer_record_count(store: &TableStorage, location: &str, size: u64) -> Result<u64> {
-    if size < 12 {
-        return Err(Error::data_file(
-            location,
-            format!("is too small ({size} bytes) to be Parquet"),
-        ));
-    }
-    let tail = store.get_range(location, size - 8..size).await?;
-    let range = lakemirror_delta::footer::metadata_range(&tail, size)
-        .map_err(|e| Error::data_file(location, format!("{e}; is add.size right?")))?;
-    let footer = store.get_range(location, range).await?;
-    lakemirror_delta::footer::check_metadata(&footer)
-        .map_err(|e| Error::data_file(location, format!("corrupt Parquet footer: {e}")))?;
-    let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer)?;
-    u64::try_from(metadata.file_metadata().num_rows())
-        .map_err(|_| Error::data_file(location, "negative row count in footer"))
 }
 
 /// What one part of a fanned-out bootstrap wrote.

@@ -28,6 +28,11 @@ impl TableState {
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
         set_definition_properties(&mut self.properties, plan)?;
+        if self.format_version < iceberg::spec::FormatVersion::V3 {
+            writer
+                .map_left_out_variants(&mut self.properties, &plan.added)
+                .await?;
+        }
         self.properties
             .insert(GC_ENABLED.to_string(), "false".to_string());
         if let Some(schema) = plan.schema.take() {
@@ -137,6 +142,20 @@ pub(super) fn set_definition_properties(
             V3_TYPES_PROPERTY.to_string(),
             serde_json::to_string(&types)?,
         );
+    }
+    match plan.widened_to_long.take() {
+        Some(widened) if widened.is_empty() => {
+            properties.remove(WIDENED_TO_LONG_PROPERTY);
+            properties.remove(SPARK_VECTORIZATION_PROPERTY);
+        }
+        Some(widened) => {
+            properties.insert(
+                WIDENED_TO_LONG_PROPERTY.to_string(),
+                serde_json::to_string(&widened)?,
+            );
+            properties.insert(SPARK_VECTORIZATION_PROPERTY.to_string(), "false".into());
+        }
+        None => {}
     }
     match plan.omitted_columns.take() {
         Some(omitted) if omitted.is_empty() => {
