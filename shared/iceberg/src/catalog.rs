@@ -235,6 +235,7 @@ impl Lakehouse {
                 .as_deref()
                 .unwrap_or("a table lakemirror did not create here");
             return Err(Error::NameTaken {
+                metadata_location: location.clone(),
                 message: format!(
                     "{kind} table {full} mirrors {other}, not {delta_table_uri}: its metadata {location} lies outside this table's metadata folder {own_folder}, and lakemirror continues only metadata it wrote there; choose another table name (TABLE_NAME_FROM_PATH=unique-path names each location apart) or delete the {kind} table; nothing was written"
                 ),
@@ -290,12 +291,41 @@ impl Lakehouse {
         Ok(written.unwrap_or_else(|| staged.metadata_location.clone()))
     }
 
-    /// Deletes the table `read` found (a mirror whose Delta table is gone). The Iceberg
-    /// metadata files are not touched.
-    pub async fn drop_table(&self, read: &CatalogTable, counters: &IoCounters) -> Result<()> {
-        self.catalog
-            .drop_table(&read.database, &read.name, counters)
+    /// Deletes the table `read` found (a mirror whose Delta table is gone, or one a nested
+    /// table gives up), unless it points at other metadata now (another writer took the
+    /// name since it was read): whether it was deleted. The Iceberg metadata files are not
+    /// touched.
+    pub async fn drop_table(&self, read: &CatalogTable, counters: &IoCounters) -> Result<bool> {
+        let Some(location) = read
+            .entry
+            .as_ref()
+            .and_then(CatalogEntry::metadata_location)
+        else {
+            return Ok(false);
+        };
+        self.drop_if_at(&read.database, &read.name, location, counters)
             .await
+    }
+
+    /// Deletes `database.name` if it still points at the metadata file `location`: whether
+    /// it was deleted (read again just before; a catalog without a conditional delete leaves
+    /// a moment between the two).
+    pub async fn drop_if_at(
+        &self,
+        database: &str,
+        name: &str,
+        location: &str,
+        counters: &IoCounters,
+    ) -> Result<bool> {
+        let now = self.catalog.get_table(database, name, counters).await?;
+        let same = now
+            .as_ref()
+            .and_then(CatalogEntry::metadata_location)
+            .is_some_and(|at| canonical_uri(at) == canonical_uri(location));
+        if same {
+            self.catalog.drop_table(database, name, counters).await?;
+        }
+        Ok(same)
     }
 }
 

@@ -29,6 +29,8 @@ pub enum Error {
     NameTaken {
         message: String,
         holder: Option<String>,
+        /// The metadata file the catalog table points at.
+        metadata_location: String,
     },
 
     /// The catalog has no such database.

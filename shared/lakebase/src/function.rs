@@ -267,11 +267,13 @@ impl LakebaseSyncFunction {
             skipped: tables.len() - chosen.len(),
             ..LakebaseOutcome::default()
         };
-        let turns = chosen.len();
-        for (n, (table, message_ids)) in chosen.iter().enumerate() {
-            // One after another on one session, each within its turn's share of the time
-            // left: one slow table cannot push the others past the deadline (its own
-            // message comes back; alone, it has all the time).
+        // One after another on one session, each within its turn's share of the time left:
+        // one slow table cannot push the others past the deadline. A table cut off at its
+        // share goes again after the others, with all the time they left.
+        let mut turns: std::collections::VecDeque<(&SyncedTable, &Vec<String>, bool)> =
+            chosen.iter().map(|(t, ids)| (*t, ids, false)).collect();
+        let mut first = true;
+        while let Some((table, message_ids, again)) = turns.pop_front() {
             let sync = lakemirror_runtime::isolated(lakebase_sync(
                 &self.stores,
                 &mut client,
@@ -279,31 +281,50 @@ impl LakebaseSyncFunction {
                 None,
                 unity.as_ref(),
             ));
-            let finished = match deadline::run_in_turn(deadline, n == 0, turns - n, sync).await {
+            let timed = deadline::run_in_turn(deadline, first, turns.len() + 1, sync).await;
+            first = false;
+            let finished = match timed {
                 Timed::Done(Ok(finished)) => finished,
-                Timed::Done(Err(message)) => {
-                    client = connection.connect().await?;
-                    Err(Error::Bug {
-                        what: "syncing",
-                        table: table.target.to_string(),
-                        message,
-                    })
-                }
                 Timed::NotStarted => {
                     outcome.not_reached(table, message_ids);
                     continue;
                 }
-                Timed::CutOff(share) => {
-                    tracing::warn!(target = %table.target, share_ms = share.as_millis(), "the sync did not finish within its share of the invocation's time; it was rolled back and is retried");
+                Timed::Done(Err(_)) | Timed::CutOff(_) => {
                     // The session is mid-transaction: a new one rolls it back and serves
                     // the tables after it.
-                    client = connection.connect().await?;
-                    Err(Error::OutOfTime(format!(
-                        "{}: the sync did not finish within the {} s that were its share of the invocation's time ({} tables in turn); it was rolled back (nothing changed) and is retried",
-                        table.target,
-                        share.as_secs(),
-                        turns - n
-                    )))
+                    client = match connection.connect().await {
+                        Ok(client) => client,
+                        Err(e) => {
+                            outcome.failures.record(
+                                "target",
+                                &table.target.to_string(),
+                                message_ids,
+                                e,
+                            );
+                            for (table, message_ids, _) in turns.drain(..) {
+                                outcome.not_reached(table, message_ids);
+                            }
+                            break;
+                        }
+                    };
+                    match timed {
+                        Timed::CutOff(share) if !again && !turns.is_empty() => {
+                            tracing::warn!(target = %table.target, share_ms = share.as_millis(), "the sync did not finish within its share of the invocation's time; it was rolled back and goes again after the other tables");
+                            turns.push_back((table, message_ids, true));
+                            continue;
+                        }
+                        Timed::CutOff(share) => Err(Error::OutOfTime(format!(
+                            "{}: the sync did not finish within the {} s it had of the invocation's time; it was rolled back (nothing changed) and is retried",
+                            table.target,
+                            share.as_secs()
+                        ))),
+                        Timed::Done(Err(message)) => Err(Error::Bug {
+                            what: "syncing",
+                            table: table.target.to_string(),
+                            message,
+                        }),
+                        _ => continue,
+                    }
                 }
             };
             match finished {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use lakemirror_delta::DeltaLog;
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
+use lakemirror_delta::log::LogFileKind;
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::target::{
     GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
@@ -138,6 +139,10 @@ pub struct SyncReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catalog_managed: Option<CatalogManagedReport>,
     pub attempts: u32,
+    /// Steps the sync took: more than one when more commits were new than one read of the
+    /// log holds, each step committed before the next was read.
+    #[serde(skip_serializing_if = "is_one")]
+    pub steps: u32,
     pub elapsed_ms: u64,
     pub io: IoTotals,
     pub snapshots: Vec<SnapshotOutcome>,
@@ -175,6 +180,7 @@ impl SyncReport {
                 .unwrap_or_default(),
             catalog_managed: None,
             attempts,
+            steps: 1,
             elapsed_ms: 0,
             io: IoTotals::default(),
             snapshots: Vec::new(),
@@ -205,10 +211,18 @@ impl SyncReport {
     }
 
     /// This step's report followed by the next one's: what both did, the newest state.
-    fn then(self, next: SyncReport) -> Self {
-        let action = match (self.action, next.action) {
-            (SyncAction::Created | SyncAction::Rebuilt, _) => self.action,
-            (_, action) => action,
+    fn followed_by(self, next: SyncReport) -> Self {
+        // What the steps did together: the weightiest of their actions.
+        let weight = |action: SyncAction| match action {
+            SyncAction::Unchanged => 0,
+            SyncAction::Synced => 1,
+            SyncAction::Created => 2,
+            SyncAction::Rebuilt => 3,
+            SyncAction::Dropped => 4,
+        };
+        let action = match weight(next.action) > weight(self.action) {
+            true => next.action,
+            false => self.action,
         };
         let mut snapshots = self.snapshots;
         snapshots.extend(next.snapshots);
@@ -220,7 +234,8 @@ impl SyncReport {
             removed_files: self.removed_files + next.removed_files,
             expired_snapshots: self.expired_snapshots + next.expired_snapshots,
             thinned_snapshots: self.thinned_snapshots + next.thinned_snapshots,
-            attempts: self.attempts + next.attempts,
+            attempts: self.attempts.max(next.attempts),
+            steps: self.steps + next.steps,
             snapshots,
             ..next
         }
@@ -232,6 +247,10 @@ impl SyncReport {
         self.io = counters.totals();
         self
     }
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// A commit lost its race for the catalog table (another writer committed first): waits
@@ -287,7 +306,7 @@ pub async fn sync_table(
         let (step, more_follow) = sync_step(lake, request, counters.clone()).await?;
         let done = match report.take() {
             None => step,
-            Some(before) => before.then(step),
+            Some(before) => before.followed_by(step),
         };
         if !more_follow {
             return Ok(done.finished(started, &counters));
@@ -575,6 +594,7 @@ async fn load_claiming(
         Err(IcebergError::NameTaken {
             message,
             holder: Some(holder),
+            metadata_location,
         }) => {
             let nested = match lake.stores.open(&holder, counters.clone()) {
                 Ok(holder_store) => refuse_nested(&lake.stores, &holder_store, counters).await,
@@ -584,11 +604,14 @@ async fn load_claiming(
                 return Err(IcebergError::NameTaken {
                     message,
                     holder: Some(holder),
+                    metadata_location,
                 }
                 .into());
             };
             tracing::warn!(catalog_table = %format!("{database}.{name}"), %holder, %outer, table = %data.root_uri(), "the catalog table mirrored a table inside another table's folder, which may not keep a name: it now mirrors this table (the nested table's metadata files stay)");
-            lake.catalog.drop_table(database, name, counters).await?;
+            // Only the entry found: another writer may have taken the name since.
+            lake.drop_if_at(database, name, &metadata_location, counters)
+                .await?;
             Ok(lake
                 .load(database, name, data.root_uri(), metadata_store)
                 .await?)
@@ -618,7 +641,12 @@ async fn disown(
     }
     let full_name = read.full_name();
     match lake.drop_table(read, counters).await {
-        Ok(()) => {
+        Ok(false) => Error::NestedTable {
+            table,
+            outer,
+            disowned: None,
+        },
+        Ok(true) => {
             tracing::warn!(%table, %outer, catalog_table = %full_name, "a table inside another table's folder: its mirror was removed from the catalog (the metadata files stay)");
             Error::NestedTable {
                 table,
@@ -640,7 +668,20 @@ async fn refuse_nested(
 ) -> Result<()> {
     for outer in ancestors(data.root_uri()) {
         let store = stores.open(&outer, counters.clone())?;
-        match store.holds_any(&store.location("_delta_log/")).await {
+        // A Delta table: a commit or checkpoint in its log, not any object that happens to
+        // lie under a folder of that name.
+        let is_log_file = |name: &str| {
+            matches!(
+                lakemirror_delta::log::classify(name),
+                LogFileKind::Commit(_)
+                    | LogFileKind::Checkpoint { .. }
+                    | LogFileKind::V2Checkpoint(_)
+            )
+        };
+        match store
+            .holds_any_named(&store.location("_delta_log/"), is_log_file)
+            .await
+        {
             Ok(true) => {
                 return Err(Error::NestedTable {
                     table: data.root_uri().to_string(),
@@ -1005,7 +1046,7 @@ mod tests {
             (synced.action, synced.added_files),
             (SyncAction::Synced, 30)
         );
-        assert!(synced.attempts > 1, "in steps: {}", synced.attempts);
+        assert!(synced.steps > 1, "in steps: {}", synced.steps);
         let metadata = current_metadata(&lake, &catalog, "steps").await;
         assert_eq!(
             metadata

@@ -254,6 +254,46 @@ pub fn variant_placeholders(mapping: &NameMapping) -> Vec<Vec<String>> {
     out
 }
 
+/// `mapping` (a new one, for a schema change) with the fields `earlier` (the mapping it
+/// replaces) knew inside each left-out variant column: the files that hold them are still
+/// there. None when it knows them all.
+pub fn with_variant_fields_of(mapping: &NameMapping, earlier: &NameMapping) -> Option<NameMapping> {
+    fn file_fields(fields: &[impl Borrow<MappedField>]) -> Vec<FileField> {
+        fields
+            .iter()
+            .map(Borrow::borrow)
+            .filter_map(|f: &MappedField| {
+                Some(FileField {
+                    name: f.names().first()?.clone(),
+                    children: file_fields(f.fields()),
+                })
+            })
+            .collect()
+    }
+    fn at<'m>(fields: &'m [impl Borrow<MappedField>], path: &[String]) -> Option<&'m MappedField> {
+        let (name, rest) = path.split_first()?;
+        let field = fields
+            .iter()
+            .map(Borrow::borrow)
+            .find(|f: &&MappedField| f.names().contains(name))?;
+        match rest.is_empty() {
+            true => Some(field),
+            false => at(field.fields(), rest),
+        }
+    }
+    let mut grown: Option<NameMapping> = None;
+    for path in variant_placeholders(mapping) {
+        let Some(known) = at(earlier.fields(), &path) else {
+            continue;
+        };
+        let current = grown.as_ref().unwrap_or(mapping);
+        if let Some(more) = with_file_fields(current, &path, &file_fields(known.fields())) {
+            grown = Some(more);
+        }
+    }
+    grown
+}
+
 /// `mapping` with every field of `fields` (the fields a data file holds inside the variant
 /// column at `path`) mapped, the new ones to decoy IDs no schema has: pyiceberg maps every
 /// field of a file before it projects the columns it reads, and refuses a file with one the
@@ -306,6 +346,9 @@ pub fn with_file_fields(
             .collect();
         for f in file {
             let is_known = known.iter().any(|k| k.borrow().names().contains(&f.name));
+            if !is_known && *next <= SHREDDED_DECOYS_END {
+                tracing::warn!(field = %f.name, "no decoy ID is left for a field of a left-out variant: pyiceberg refuses the files that hold it");
+            }
             if !is_known && *next > SHREDDED_DECOYS_END {
                 *next -= 1;
                 let id = *next;

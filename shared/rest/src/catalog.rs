@@ -40,21 +40,41 @@ pub struct AwsSigning {
     pub region: Option<String>,
 }
 
-/// A server's answer.
+/// A server's answer. Its body holds its room in the work's memory share until the answer
+/// is dropped; it is parsed into typed answers only (no JSON tree: an answer of
+/// `[0,0,0,…]` would take 30 times its size).
 struct Answer {
     status: StatusCode,
-    body: Vec<u8>,
+    body: bytes::Bytes,
     /// The setting holding the credential sent, named when the catalog refuses it.
     credential: &'static str,
 }
 
+/// The error a REST catalog answers: `{"error": {"message", "type"}}`.
+#[derive(serde::Deserialize)]
+struct ErrorAnswer {
+    error: ErrorModel,
+}
+
+#[derive(serde::Deserialize)]
+struct ErrorModel {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
 impl Answer {
+    /// The server's error, when it answers one.
+    fn error_model(&self) -> Option<ErrorModel> {
+        serde_json::from_slice::<ErrorAnswer>(&self.body)
+            .ok()
+            .map(|a| a.error)
+    }
+
     /// The type of the server's error (`{"error": {"type"}}`), empty when it names none.
     fn error_type(&self) -> String {
-        serde_json::from_slice::<serde_json::Value>(&self.body)
-            .ok()
-            .and_then(|v| v.pointer("/error/type")?.as_str().map(str::to_string))
-            .unwrap_or_default()
+        self.error_model().and_then(|e| e.kind).unwrap_or_default()
     }
 
     /// The server's error message (`{"error": {"message", "type"}}`), or the body's start.
@@ -74,17 +94,12 @@ impl Answer {
             }
             _ => String::new(),
         };
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.body).ok();
-        let error = parsed.as_ref().and_then(|v| v.get("error"));
-        let message = match error {
+        let message = match self.error_model() {
             Some(error) => format!(
                 "{} {}: {}",
                 self.status.as_u16(),
-                error
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("error"),
-                error.get("message").and_then(|m| m.as_str()).unwrap_or("")
+                error.kind.as_deref().unwrap_or("error"),
+                error.message.as_deref().unwrap_or("")
             ),
             None => format!(
                 "{}: {}",
@@ -221,7 +236,7 @@ impl RestCatalog {
             }
             return Ok(Answer {
                 status,
-                body: bytes.to_vec(),
+                body: bytes,
                 credential: self.auth.setting(),
             });
         }
@@ -250,11 +265,18 @@ impl RestCatalog {
                     }
                     return Err(error);
                 }
-                let config: serde_json::Value = serde_json::from_slice(&answer.body)?;
+                #[derive(serde::Deserialize)]
+                struct Config {
+                    #[serde(default)]
+                    overrides: HashMap<String, serde_json::Value>,
+                    #[serde(default)]
+                    defaults: HashMap<String, serde_json::Value>,
+                }
+                let config: Config = serde_json::from_slice(&answer.body)?;
                 let setting = |key: &str| {
-                    ["overrides", "defaults"]
+                    [&config.overrides, &config.defaults]
                         .iter()
-                        .find_map(|part| config.get(part)?.get(key)?.as_str())
+                        .find_map(|part| part.get(key)?.as_str())
                         .map(str::to_string)
                 };
                 // A catalog may move its clients to another base URL; the token goes along,
@@ -377,7 +399,7 @@ impl RestCatalog {
             // Sent, maybe applied: the server says which below.
             Err(e) if e.is_retryable() => Answer {
                 status: StatusCode::GATEWAY_TIMEOUT,
-                body: e.to_string().into_bytes(),
+                body: e.to_string().into_bytes().into(),
                 credential: self.auth.setting(),
             },
             Err(e) => return Err(e),
@@ -413,11 +435,18 @@ impl RestCatalog {
         if !loaded.status.is_success() {
             return Err(answer.error("committing to a REST catalog table"));
         }
-        let table: serde_json::Value = serde_json::from_slice(&loaded.body)?;
-        let on_main = table
-            .get("metadata")
-            .and_then(|m| m.get("current-snapshot-id"))
-            .and_then(|id| id.as_i64());
+        #[derive(serde::Deserialize)]
+        struct Current {
+            #[serde(rename = "current-snapshot-id", default)]
+            current_snapshot_id: Option<i64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Table {
+            metadata: Current,
+        }
+        let on_main = serde_json::from_slice::<Table>(&loaded.body)?
+            .metadata
+            .current_snapshot_id;
         match added {
             Some(id) if on_main == Some(id) => {
                 loaded.metadata_location("committing to a REST catalog table")
@@ -580,7 +609,7 @@ mod tests {
     fn answer(status: u16, body: &str) -> Answer {
         Answer {
             status: StatusCode::from_u16(status).unwrap(),
-            body: body.as_bytes().to_vec(),
+            body: bytes::Bytes::copy_from_slice(body.as_bytes()),
             credential: "REST_CATALOG_TOKEN",
         }
     }

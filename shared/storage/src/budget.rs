@@ -168,25 +168,47 @@ impl MemoryShare {
                     self.describe(),
                     MAX_WAIT.as_secs()
                 ),
-                fits_alone: true,
+                fits_alone: self.shared_by > 1,
             }),
         }
     }
 
-    /// Grows `room` (taken from this share for `location`) to `bytes`, as [`Self::reserve`]
-    /// takes room: what a parse found it needs once it counted what it read.
-    pub async fn grow(&self, location: &str, room: &mut Reservation, bytes: u64) -> Result<()> {
+    /// Grows `room` (taken from this share for `location`, `size` bytes) to `bytes`: what a
+    /// parse found it needs once it counted what it read. Room free now is added at once; otherwise the room
+    /// held is given back first and all of it waited for, so that a read never waits while
+    /// it holds room (the semaphore serves waiters in order: one that held room and waited
+    /// for more could stall the whole share).
+    pub async fn grow(
+        &self,
+        location: &str,
+        size: u64,
+        room: &mut Reservation,
+        bytes: u64,
+    ) -> Result<()> {
         if bytes <= room.bytes() || bytes <= SMALL_READ {
             return Ok(());
         }
         if bytes > self.read_bytes {
-            return Err(self.too_large(location, bytes));
+            return Err(Error::TooLargeParsed {
+                location: location.to_string(),
+                size,
+                parsed: bytes,
+                limit: self.read_bytes,
+                memory: self.describe(),
+                fits_alone: self.shared_by > 1 && bytes <= self.whole_read_bytes,
+            });
         }
-        let more = self.reserve(location, bytes - room.bytes()).await?;
-        match (room.permit.as_mut(), more.permit) {
-            (Some(permit), Some(more)) => permit.merge(more),
-            (None, more) => room.permit = more,
-            (Some(_), None) => {}
+        let extra = kib(bytes - room.bytes());
+        match (
+            self.reads.clone().try_acquire_many_owned(extra),
+            room.permit.as_mut(),
+        ) {
+            (Ok(more), Some(permit)) => permit.merge(more),
+            (Ok(more), None) => room.permit = Some(more),
+            (Err(_), _) => {
+                room.permit = None;
+                *room = self.reserve(location, bytes).await?;
+            }
         }
         Ok(())
     }
@@ -512,6 +534,28 @@ mod tests {
         );
         drop(slice);
         assert!(waiting.await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn growing_room_never_waits_while_holding_room() {
+        let share = MemoryShare::for_memory_mb(10);
+        let room = share.read_bytes();
+        let mut first = share.reserve("a", room / 2).await.unwrap();
+        let second = share.reserve("b", room / 2).await.unwrap();
+        // Free room is taken at once; none free: the room held is given back while waiting,
+        // so the second read can be done and give its back.
+        {
+            let growing = share.grow("a", room / 2, &mut first, room);
+            tokio::pin!(growing);
+            assert!(futures::poll!(growing.as_mut()).is_pending());
+            drop(second);
+            growing.await.unwrap();
+        }
+        assert_eq!(first.bytes(), room.div_ceil(KIB) * KIB);
+        match share.grow("a", room, &mut first, room + 2 * KIB).await {
+            Err(Error::TooLargeParsed { parsed, .. }) => assert_eq!(parsed, room + 2 * KIB),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

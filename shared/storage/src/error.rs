@@ -28,7 +28,7 @@ pub enum Error {
     #[error(
         "{location} is {size} bytes, more than the {limit} bytes one table's work may read into memory at once with {memory}; {}",
         match fits_alone {
-            true => "it is tried again alone, with the whole budget",
+            true => "alone, the work has the whole budget (glue-sync runs such a table of a batch again alone; otherwise it is retried)",
             false => "nothing was written. Give the function more memory (MemorySize, MEMORY_SIZE: 40% of three quarters of it, at most 512 MB, is read at once), or split such operations into smaller commits",
         }
     )]
@@ -39,6 +39,24 @@ pub enum Error {
         /// The memory the limit comes from, as the message names it.
         memory: String,
         /// Whether the whole budget, not shared with other tables, holds the object.
+        fits_alone: bool,
+    },
+
+    /// An object would take more memory parsed than a table's work may hold at once.
+    /// Permanent, unless the whole budget holds it (`fits_alone`), as [`Error::TooLarge`].
+    #[error(
+        "{location} is {size} bytes and would take {parsed} bytes of memory parsed, more than the {limit} bytes one table's work may hold at once with {memory}; {}",
+        match fits_alone {
+            true => "alone, the work has the whole budget (glue-sync runs such a table of a batch again alone; otherwise it is retried)",
+            false => "nothing was written. It is not a file lakemirror or a catalog writes at this size: give the function more memory (MemorySize, MEMORY_SIZE) if it is the table's own",
+        }
+    )]
+    TooLargeParsed {
+        location: String,
+        size: u64,
+        parsed: u64,
+        limit: u64,
+        memory: String,
         fits_alone: bool,
     },
 
@@ -79,7 +97,9 @@ impl Error {
                     | object_store::Error::PermissionDenied { .. }
                     | object_store::Error::Unauthenticated { .. }
             ),
-            Error::TooLarge { fits_alone, .. } => *fits_alone,
+            Error::TooLarge { fits_alone, .. } | Error::TooLargeParsed { fits_alone, .. } => {
+                *fits_alone
+            }
             Error::Location { .. } | Error::Outside { .. } | Error::Secret { .. } => false,
         }
     }
@@ -90,6 +110,9 @@ impl Error {
         matches!(
             self,
             Error::TooLarge {
+                fits_alone: true,
+                ..
+            } | Error::TooLargeParsed {
                 fits_alone: true,
                 ..
             }

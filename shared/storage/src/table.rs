@@ -279,6 +279,12 @@ impl TableStorage {
         share: Option<&budget::MemoryShare>,
     ) -> Result<Bytes> {
         let wanted = range.end.saturating_sub(range.start);
+        // Its length is known: the room is taken before the request, so no answer waits
+        // unread for it.
+        let room = match share {
+            Some(share) => Some(share.reserve(location, wanted).await?),
+            None => None,
+        };
         let options = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             ..GetOptions::default()
@@ -291,10 +297,6 @@ impl TableStorage {
             self.counters.request(0, 0);
             return Err(self.shorter_than_asked(location, &range, result.meta.size));
         }
-        let room = match share {
-            Some(share) => Some(share.reserve(location, wanted).await?),
-            None => None,
-        };
         let bytes = result.bytes().await?;
         self.counters.request(bytes.len(), 0);
         if bytes.len() as u64 != wanted {
@@ -334,27 +336,6 @@ impl TableStorage {
             .buffered(at_once.max(1))
             .try_collect()
             .await
-    }
-
-    /// The last `len` bytes of `location` and the object's real size, in one request.
-    pub async fn get_tail(&self, location: &str, len: u64) -> Result<(Bytes, u64)> {
-        let share = budget::current();
-        if len > share.read_bytes() {
-            return Err(share.too_large(location, len));
-        }
-        let options = GetOptions {
-            range: Some(GetRange::Suffix(len)),
-            ..GetOptions::default()
-        };
-        let result = self
-            .store
-            .get_opts(&self.readable(location)?, options)
-            .await?;
-        let size = result.meta.size;
-        let room = share.reserve(location, len.min(size)).await?;
-        let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
-        Ok((room.holding(bytes), size))
     }
 
     fn shorter_than_asked(&self, location: &str, range: &std::ops::Range<u64>, end: u64) -> Error {
@@ -465,6 +446,23 @@ impl TableStorage {
             .transpose()?;
         self.counters.request(0, 0);
         Ok(first.is_some())
+    }
+
+    /// Whether the first page of objects under `prefix` (a location ending in `/`; at most
+    /// 1,000 keys, one listing request) holds one whose name (the key's last segment) `is`.
+    pub async fn holds_any_named(&self, prefix: &str, is: impl Fn(&str) -> bool) -> Result<bool> {
+        self.readable(prefix.trim_end_matches('/'))?;
+        let prefix_key = self.key(prefix)?;
+        let mut listed = self.store.list(Some(&prefix_key)).take(1000);
+        let mut found = false;
+        while let Some(meta) = listed.next().await.transpose()? {
+            if meta.location.filename().is_some_and(&is) {
+                found = true;
+                break;
+            }
+        }
+        self.counters.request(0, 0);
+        Ok(found)
     }
 
     /// Lists the objects under `prefix` (a location ending in `/`) whose keys sort after

@@ -397,23 +397,33 @@ impl UnityCatalog {
             if let Some(token) = &page_token {
                 query.push(("page_token", token));
             }
-            let page: Option<serde_json::Value> =
-                self.get(path, &query, Call { what, object }).await?;
-            let page = page.unwrap_or_default();
-            names.extend(
-                page.get(field)
-                    .and_then(serde_json::Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|item| item.get("name")?.as_str().map(str::to_string)),
-            );
-            match page
-                .get("next_page_token")
-                .and_then(serde_json::Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
+            // Typed: only the names are kept of a page, whatever else it holds.
+            #[derive(Default, serde::Deserialize)]
+            struct Named {
+                #[serde(default)]
+                name: Option<String>,
+            }
+            #[derive(Default, serde::Deserialize)]
+            struct Page {
+                #[serde(default)]
+                catalogs: Vec<Named>,
+                #[serde(default)]
+                schemas: Vec<Named>,
+                #[serde(default)]
+                next_page_token: Option<String>,
+            }
+            let page: Page = self
+                .get(path, &query, Call { what, object })
+                .await?
+                .unwrap_or_default();
+            let items = match field {
+                "catalogs" => page.catalogs,
+                _ => page.schemas,
+            };
+            names.extend(items.into_iter().filter_map(|item| item.name));
+            match page.next_page_token.filter(|t| !t.is_empty()) {
                 Some(_) if pages == MAX_LIST_PAGES => return Err(self.too_many_pages(object)),
-                Some(next) => page_token = Some(next.to_string()),
+                Some(next) => page_token = Some(next),
                 None => return Ok(names),
             }
             pages += 1;

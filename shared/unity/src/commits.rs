@@ -91,15 +91,17 @@ impl UnityCommits {
                 if let Some(refusal) = self.remembered_refusal(table_id) {
                     return Err(CatalogError::Refused(refusal));
                 }
-                let table = match self.find_table(table_id).await {
-                    Err(CatalogError::Refused(refusal)) => {
-                        if let Ok(mut not_found) = self.not_found.lock() {
-                            not_found
-                                .insert(table_id.to_string(), (Instant::now(), refusal.clone()));
-                        }
-                        return Err(CatalogError::Refused(refusal));
+                let Some(table) = self.find_table(table_id).await? else {
+                    let refusal = format!(
+                        "{} has no table of id {table_id} (the id the Delta table's configuration names, io.unitycatalog.tableId): the table is managed by another catalog, or was dropped there. Point UC_URL at the catalog that manages it",
+                        self.describe()
+                    );
+                    // Only this answer is remembered: not a failure on the way.
+                    if let Ok(mut not_found) = self.not_found.lock() {
+                        not_found.retain(|_, (since, _)| since.elapsed() < NOT_FOUND_FOR);
+                        not_found.insert(table_id.to_string(), (Instant::now(), refusal.clone()));
                     }
-                    found => found?,
+                    return Err(CatalogError::Refused(refusal));
                 };
                 self.check_location(
                     table_id,
@@ -156,7 +158,9 @@ impl UnityCommits {
 
     /// The table of id `table_id`, by listing every catalog, schema and table (each list at
     /// most [`crate::client::MAX_LIST_PAGES`] pages, the walk at most [`MAX_SCHEMAS`] schemas).
-    async fn find_table(&self, table_id: &str) -> Result<TableInfo, CatalogError> {
+    /// None when no table has that id. A schema whose tables cannot be listed (refused, or
+    /// longer than a listing reads) is passed over, said in the log.
+    async fn find_table(&self, table_id: &str) -> Result<Option<TableInfo>, CatalogError> {
         let mut schemas_listed = 0;
         for catalog in self.client.list_catalogs().await.map_err(catalog_error)? {
             for schema in self
@@ -172,23 +176,23 @@ impl UnityCommits {
                         self.describe()
                     )));
                 }
-                let tables = self
-                    .client
-                    .list_tables(&catalog, &schema)
-                    .await
-                    .map_err(catalog_error)?;
+                let tables = match self.client.list_tables(&catalog, &schema).await {
+                    Ok(tables) => tables,
+                    Err(e) if !e.is_retryable() => {
+                        tracing::warn!(schema = %format!("{catalog}.{schema}"), error = %e, "looking for a table id: a schema whose tables cannot be listed is passed over");
+                        continue;
+                    }
+                    Err(e) => return Err(catalog_error(e)),
+                };
                 if let Some(table) = tables
                     .into_iter()
                     .find(|t| t.table_id.as_deref() == Some(table_id))
                 {
-                    return Ok(table);
+                    return Ok(Some(table));
                 }
             }
         }
-        Err(CatalogError::Refused(format!(
-            "{} has no table of id {table_id} (the id the Delta table's configuration names, io.unitycatalog.tableId): the table is managed by another catalog, or was dropped there. Point UC_URL at the catalog that manages it",
-            self.describe()
-        )))
+        Ok(None)
     }
 
     /// Refuses an answer about a table the catalog keeps elsewhere than `table_root`: a Delta

@@ -81,10 +81,12 @@ impl DeltaLog {
         let mut sidecars: Vec<String> = Vec::new();
         // Applies one action; answers the sidecar it names.
         let held = usize::try_from(self.limits.held_files).unwrap_or(usize::MAX);
+        let held_bytes = self.limits.held_bytes();
         let mut apply = |line: ActionLine| -> Option<String> {
-            // Past the limit the rest is let go: the caller refuses the replay.
+            // Past the limits the rest is let go: the caller refuses the replay.
             if let Some(add) = line.add
                 && active.files.len() <= held
+                && active.held_bytes <= held_bytes
             {
                 active.add(add);
             }
@@ -161,18 +163,29 @@ impl DeltaLog {
         } else {
             tail.slice((footer_start - tail_start) as usize..)
         };
-        let ranges = match definition_chunk_ranges(&footer, footer_start) {
+        let mut ranges = match definition_chunk_ranges(&footer, footer_start) {
             Ok(ranges) => ranges,
             Err(e) => return Ok(Err(e)),
         };
-        // Held together until decoded: their room is taken at once.
+        // The chunks and the footer are held together until decoded: their room is taken
+        // at once. A footer larger than the tail read is read again with them rather than
+        // held while their room is waited for; the tail's is small.
+        let footer = match footer_start < tail_start {
+            true => {
+                drop(footer);
+                drop(tail);
+                ranges.push(footer_start..size);
+                None
+            }
+            false => Some(footer),
+        };
         let starts: Vec<u64> = ranges.iter().map(|r| r.start).collect();
         let chunks = self
             .table
             .get_ranges(location, ranges, FETCH_CONCURRENCY)
             .await?;
         let mut parts: Vec<(u64, bytes::Bytes)> = starts.into_iter().zip(chunks).collect();
-        parts.push((footer_start, footer));
+        parts.extend(footer.map(|footer| (footer_start, footer)));
         Ok(definition_actions(SparseFile { len: size, parts }))
     }
 }

@@ -98,8 +98,17 @@ impl DeltaLog {
             };
             // Catching up on several commits: list the rest.
             match self.listed_commits_since(version + 2, None).await? {
-                CommitsSince::Contiguous(rest) | CommitsSince::Partial(rest) => {
+                CommitsSince::Contiguous(rest) => {
                     return Ok(self.within_held([first, second].into_iter().chain(rest).collect()));
+                }
+                // The listing stopped at what one read holds: more follow, whatever fits.
+                CommitsSince::Partial(rest) => {
+                    return Ok(
+                        match self.within_held([first, second].into_iter().chain(rest).collect()) {
+                            CommitsSince::Contiguous(commits) => CommitsSince::Partial(commits),
+                            partial => partial,
+                        },
+                    );
                 }
                 CommitsSince::Gap { .. } => {}
             }
@@ -187,17 +196,22 @@ impl DeltaLog {
     }
 
     /// Commits `first..=last`, fetched by name (their bytes wait for room in the work's
-    /// memory share); None when one of them does not exist.
+    /// memory share), in order, as many as one read holds parsed (the rest are left to a
+    /// next read: see [`Self::within_held`]); None when one of them does not exist.
     async fn fetch_commits(&self, first: i64, last: i64) -> Result<Option<Vec<DeltaCommit>>> {
         let mut fetched = stream::iter(first..=last)
             .map(|v| self.fetch_commit(v))
             .buffered(FETCH_CONCURRENCY);
-        let mut commits = Vec::new();
+        let (mut commits, mut held) = (Vec::new(), 0u64);
         while let Some(commit) = fetched.try_next().await? {
             let Some(commit) = commit else {
                 return Ok(None);
             };
+            held = held.saturating_add(commit.heap_size());
             commits.push(commit);
+            if held > self.limits.held_bytes() {
+                break;
+            }
         }
         Ok(Some(commits))
     }

@@ -18,6 +18,10 @@ use crate::puffin::deletion_vector_file;
 
 use super::*;
 
+/// Memory one deleted row takes while its position-delete file is written (its position, and
+/// its share of the file path column and the Parquet output).
+const BYTES_PER_DELETED_ROW: u64 = 24;
+
 impl MetadataWriter {
     /// Writes the rows `file`'s deletion vector deletes as an Iceberg delete file, under the
     /// metadata folder (which Delta VACUUM leaves alone): a position-delete Parquet file in
@@ -54,16 +58,16 @@ impl MetadataWriter {
         if count == 0 {
             return Ok(None);
         }
-        // The positions as a delete file take about 24 bytes each while it is written.
-        let _room = lakemirror_storage::budget::current()
-            .reserve(&file.location, count.saturating_mul(24))
-            .await?;
         if format_version == FormatVersion::V3 {
             return self
                 .write_deletion_vector(file, &positions, spec_id)
                 .await
                 .map(Some);
         }
+        // The positions as a position-delete file take about this much while it is written.
+        let _room = lakemirror_storage::budget::current()
+            .reserve(&file.location, count.saturating_mul(BYTES_PER_DELETED_ROW))
+            .await?;
         let bytes = position_delete_parquet(&file.location, &positions)?;
         let location = self
             .metadata_store

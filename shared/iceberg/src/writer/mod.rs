@@ -404,8 +404,9 @@ impl MetadataWriter {
             ))
         })?;
         let mut room = read.room;
+        let size = read.bytes.len() as u64;
         lakemirror_storage::budget::current()
-            .grow(location, &mut room, cost)
+            .grow(location, size, &mut room, cost)
             .await?;
         Ok(Some(room.holding(read.bytes)))
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use lakemirror_plan::SnapshotPlan;
 use lakemirror_plan::metrics::set_metrics_modes;
+use lakemirror_plan::name_mapping::with_variant_fields_of;
 use lakemirror_plan::partition::PARTITION_TIMEZONE_PROPERTY;
 use lakemirror_plan::properties::*;
 
@@ -27,7 +28,24 @@ impl TableState {
             self.properties
                 .insert(RETENTION_PROPERTY.to_string(), retention.to_string());
         }
+        let key = iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING;
+        let earlier = match plan.name_mapping {
+            Some(_) => self.properties.get(key).cloned(),
+            None => None,
+        };
         set_definition_properties(&mut self.properties, plan)?;
+        // A new mapping (a schema change) is planned from the mapping as the sync found it:
+        // it keeps the fields of left-out variants this sync's earlier snapshots mapped.
+        if let Some(earlier) = earlier.and_then(|json| serde_json::from_str(&json).ok())
+            && let Some(current) = self
+                .properties
+                .get(key)
+                .and_then(|json| serde_json::from_str(json).ok())
+            && let Some(kept) = with_variant_fields_of(&current, &earlier)
+        {
+            self.properties
+                .insert(key.to_string(), serde_json::to_string(&kept)?);
+        }
         if self.format_version < iceberg::spec::FormatVersion::V3 {
             writer
                 .map_left_out_variants(&mut self.properties, &plan.added)
