@@ -223,8 +223,10 @@ def report(rows, args) -> str:
         if "failed" in boot:
             verdict = f"failed: {boot['failed'][:80]}"
         elif target:
-            met = boot["seconds"] <= target["seconds"] and rss is not None and rss <= target["rss_mb"]
-            verdict = f"{'met' if met else 'NOT met'} (<= {target['seconds']} s, <= {target['rss_mb']} MB)"
+            fast = boot["seconds"] <= target["seconds"]
+            small = rss is not None and rss <= target["rss_mb"]
+            verdict = (f"<= {target['rss_mb']} MB: {'met' if small else 'NOT met'}; "
+                       f"<= {target['seconds']} s: {'met' if fast else 'NOT met'}")
         else:
             verdict = "-"
         rss_text = "-" if rss is None else f"{rss:.0f}"

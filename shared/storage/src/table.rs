@@ -173,6 +173,61 @@ impl TableStorage {
         })
     }
 
+    /// Reads `location`, which a listing said holds `size` bytes, if it still exists and
+    /// holds at most `max_bytes`: its room is taken before the request, so no answer waits
+    /// unread for room (an object grown since it was listed takes the rest as
+    /// [`budget::MemoryShare::grow`] does).
+    pub async fn get_listed(
+        &self,
+        location: &str,
+        size: u64,
+        max_bytes: u64,
+    ) -> Result<Option<(Bytes, ObjectMeta)>> {
+        let share = budget::current();
+        if size > max_bytes.min(share.read_bytes()) {
+            return Err(self.over(location, size, max_bytes, &share));
+        }
+        let mut room = share.reserve(location, size).await?;
+        let result = match self.store.get(&self.readable(location)?).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.counters.request(0, 0);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let now = result.meta.size;
+        if now > max_bytes.min(share.read_bytes()) {
+            self.counters.request(0, 0);
+            return Err(self.over(location, now, max_bytes, &share));
+        }
+        share.grow(location, now, &mut room, now).await?;
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.counters.request(bytes.len(), 0);
+        Ok(Some((room.holding(bytes), meta)))
+    }
+
+    /// `location`, of `size` bytes, over `max_bytes` or the share.
+    fn over(
+        &self,
+        location: &str,
+        size: u64,
+        max_bytes: u64,
+        share: &budget::MemoryShare,
+    ) -> Error {
+        match max_bytes < share.read_bytes() {
+            true => Error::TooLarge {
+                location: location.to_string(),
+                size,
+                limit: max_bytes,
+                memory: share.describe(),
+                fits_alone: false,
+            },
+            false => share.too_large(location, size),
+        }
+    }
+
     /// Reads `location` and its metadata if it exists and holds at most `max_bytes` (and
     /// fits the memory share it is read in): a larger object is refused before its body is
     /// read; the body waits for room in the share.

@@ -41,7 +41,7 @@ impl DeltaLog {
         let location = self.table.location_of_key(&meta.location);
         let (bytes, meta) = self
             .table
-            .get_at_most(&location, self.limits.file_bytes)
+            .get_listed(&location, meta.size, self.limits.file_bytes)
             .await?
             .ok_or_else(|| self.malformed(format!("commit {version} vanished while reading")))?;
         Ok((bytes, meta.last_modified.timestamp_millis()))
