@@ -11,10 +11,12 @@
 //! - what parsing keeps (a replay's data files, about [`BYTES_PER_HELD_FILE`] each) is
 //!   bounded by count from the rest of the share ([`MemoryShare::held_files`]).
 //!
-//! Reads that keep each other's bytes (the column chunks of a row group) take their room
-//! together; otherwise a read reserves before it fetches, and a parse gives the bytes back
-//! when it is done, so the reads of a share do not wait on each other in a circle. A read
-//! that still waits longer than [`MAX_WAIT`] fails its work, retryably.
+//! No read waits for room while it holds some: reads that keep each other's bytes (the column
+//! chunks of a row group) take their room together, a read whose size is known takes it
+//! before its request, and a parse that finds it needs more ([`MemoryShare::grow`]) takes
+//! what is free or gives back what it holds before it waits. So the reads of a share do not
+//! wait on each other in a circle; a read that still waits longer than [`MAX_WAIT`] fails
+//! its work (retryably when the work has only a part of the budget).
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -36,9 +38,10 @@ pub const SMALL_READ: u64 = 64 * KIB;
 const MAX_READ: u64 = 512 * MIB;
 /// What the process needs besides its budget: the runtime, the binary, the allocator's slack.
 const RUNTIME_PERCENT: u64 = 25;
-/// How long a read waits for room in its share. Reads give their room back as soon as they
-/// are parsed, so a read that waits longer waits on reads that keep their bytes while they
-/// wait themselves: the work fails (retryably; first it is run again alone).
+/// How long a read waits for room in its share: a backstop. Reads give their room back as
+/// soon as they are parsed and none waits while holding room, so a wait this long means
+/// reads of the share that are slow to download, or a way around those rules: the work
+/// fails rather than hangs (a glue-sync batch's table runs again alone first).
 const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Of a share, what may be read at once; the rest holds what parsing keeps.
 const READ_PERCENT: u64 = 40;
