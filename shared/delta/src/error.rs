@@ -63,16 +63,6 @@ pub enum Error {
     #[error("cannot read catalog-managed Delta table {table}: {reason}; nothing was written")]
     CatalogRefused { table: String, reason: String },
 
-    /// A read met a catalog-managed table whose catalog it had not asked yet: the reads of
-    /// [`crate::DeltaLog`] ask it and read again (a filtered read is ratified before).
-    #[error(
-        "Delta table {table} is catalog-managed and its catalog was not asked before this read; read its definition first (a bug of lakemirror)"
-    )]
-    CatalogNotAskedYet {
-        table: String,
-        table_id: Option<String>,
-    },
-
     /// A Parquet file (a checkpoint) could not be decoded.
     #[error("Parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),

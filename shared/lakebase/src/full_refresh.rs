@@ -37,6 +37,7 @@ pub(crate) async fn full_refresh(
         return Ok(Applied {
             version: snapshot.version,
             up_to_date: true,
+            catalog_managed: snapshot.catalog_managed.clone(),
             ..Applied::default()
         }
         .with_columns(target, &columns));
@@ -161,6 +162,7 @@ pub(crate) async fn full_refresh(
         updated: 0,
         deleted: u64::try_from(previous_rows).unwrap_or(0),
         up_to_date: false,
+        catalog_managed: snapshot.catalog_managed.clone(),
         ..Applied::default()
     }
     .with_columns(target, &columns))

@@ -71,6 +71,8 @@ pub(crate) struct Applied {
     /// How the geospatial columns are stored, when the table has any.
     pub(crate) geospatial: Option<GeoStorage>,
     pub(crate) warnings: Vec<String>,
+    /// How a catalog-managed table was read (the log's tail); None for any other table.
+    pub(crate) catalog_managed: Option<lakemirror_delta::CatalogManaged>,
 }
 
 impl Applied {
@@ -114,7 +116,7 @@ pub async fn lakebase_sync(
         Arc::new(lakemirror_unity::UnityCommits::new(uc.clone()))
             as Arc<dyn lakemirror_delta::CommitCatalog>
     });
-    let log = DeltaLog::new(store).with_commit_catalog(commit_catalog);
+    let mut log = DeltaLog::new(store).with_commit_catalog(commit_catalog);
     ensure_state_table(client).await?;
 
     let target = &table.target;
@@ -146,15 +148,16 @@ pub async fn lakebase_sync(
         && exists
         && let Some(state) = &state
     {
-        // A catalog-managed table's newest commits may be ratified, not yet published: its
-        // definition tells (read only for tables whose catalog names them).
+        // A catalog-managed table's newest commits may be ratified, not yet published: the
+        // log's tail, which its definition calls for (read only for tables whose catalog
+        // names them).
         if state
             .metadata
             .as_ref()
             .and_then(catalog_managed::catalog_table_id)
             .is_some()
         {
-            log.definition().await?;
+            log = log.with_its_tail().await?;
         }
         let increment = tx
             .savepoint("lakemirror_increment")
@@ -186,7 +189,7 @@ pub async fn lakebase_sync(
         .await
         .map_err(|e| pg_error(&format!("committing the refresh of {target}"), e))?;
     Ok(LakebaseReport {
-        catalog_managed: log.catalog_managed_report(),
+        catalog_managed: applied.catalog_managed.as_ref().map(Into::into),
         ..report(table, Mode::FullRefresh, applied, started)
     })
 }

@@ -91,10 +91,7 @@ pub(crate) async fn plan(
     let (identity, commits) = tokio::join!(identity, commits);
     let identity = identity?;
     if identity == Identity::Missing
-        && matches!(
-            log.catalog_managed(),
-            Some(CatalogManaged::PublishedOnly { .. })
-        )
+        && matches!(log.tail(), Some(CatalogManaged::PublishedOnly { .. }))
     {
         // The mirror holds commits its catalog ratified that are not published yet; without
         // the catalog nothing past the published log can be read, nor the mirror checked.
@@ -402,6 +399,11 @@ impl RecentHistory {
             .recent_history(request.to_version, versions, floor, since_checkpoint)
             .await?;
         Ok(Self { base, commits })
+    }
+
+    /// How a catalog-managed table was read (the log's tail the read found).
+    pub(crate) fn catalog_managed(&self) -> Option<&CatalogManaged> {
+        self.base.catalog_managed.as_ref()
     }
 
     /// The newest metaData: the last commit's that has one, else the base's.

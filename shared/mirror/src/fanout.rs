@@ -76,9 +76,8 @@ pub async fn plan(
         request.metadata_uri.as_deref(),
         &counters,
     )?;
-    let log = lake.delta_log(data.clone());
     // A filtered read is made once: a catalog-managed table is known before it.
-    log.definition().await?;
+    let log = lake.delta_log(data.clone()).with_its_tail().await?;
     let files = Arc::new(AtomicU64::new(0));
     let counted = files.clone();
     let count_only = FileFilter::adds(move |_| {
@@ -271,9 +270,7 @@ impl GroupedBootstrap {
     pub async fn read(log: &DeltaLog, to_version: Option<i64>, group_files: u64) -> Result<Self> {
         let started = Instant::now();
         // The log is read filtered, once: a catalog-managed table is known before it.
-        if log.catalog_managed().is_none() {
-            log.definition().await?;
-        }
+        let log = &log.with_its_tail().await?;
         // A group holds no more than one read of the log may.
         let group_files = group_files.min(log.limits().held_files);
         let counted = Arc::new(AtomicU64::new(0));
@@ -538,9 +535,8 @@ async fn read_version(
     plan: &FanOutPlan,
     filter: FileFilter,
 ) -> Result<DeltaSnapshot> {
-    let log = lake.delta_log(data.clone());
     // A filtered read is made once: a catalog-managed table is known before it.
-    log.definition().await?;
+    let log = lake.delta_log(data.clone()).with_its_tail().await?;
     Ok(log.snapshot_of(Some(plan.delta_version), filter).await?)
 }
 

@@ -365,10 +365,10 @@ async fn catalog_managed_status(
         lake.stores
             .open(&mirror.delta_table_uri, counters.clone())?,
     );
-    let (ratified, published) = futures::join!(log.ratify(Some(table_id)), log.published_version());
-    ratified?;
+    let (asked, published) =
+        futures::join!(log.ask_catalog(Some(table_id)), log.published_version());
     let published = published?;
-    let read = log.catalog_managed();
+    let read = asked?.tail().cloned();
     let ratified_version = read.as_ref().and_then(|r| r.ratified_version());
     let newest = ratified_version.or(published);
     Ok((

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lakemirror_delta::DeltaLog;
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
 use lakemirror_delta::log::LogFileKind;
+use lakemirror_delta::{CatalogManaged, DeltaLog};
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::target::{
     GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
@@ -330,7 +330,7 @@ async fn sync_step(
         &counters,
     )?;
     let defaults = target_defaults(request);
-    let log = lake.delta_log(data.clone());
+    let mut log = lake.delta_log(data.clone());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(request.settings.format_version)
         .with_history(request.settings.history);
@@ -343,7 +343,11 @@ async fn sync_step(
         mut properties,
         mut history,
         in_groups,
+        mut tail,
     } = first_read(&log, request, &defaults, remembered.as_ref()).await?;
+    if let TailRead::Read(found) = &tail {
+        log = log.with_tail(found.clone());
+    }
     let (mut target, mut named_by) = defaults.resolve(&properties)?;
 
     let mut attempt = 0;
@@ -351,13 +355,7 @@ async fn sync_step(
     loop {
         attempt += 1;
         let read = load_claiming(lake, &target, &data, &metadata_store, &counters).await?;
-        // A mirror of a catalog-managed table reads past the published log from the start:
-        // its newest versions may exist only as the commits its catalog ratified.
-        if let Some(id) = read.current.as_ref().and_then(|c| c.catalog_table_id())
-            && log.catalog_managed().is_none()
-        {
-            log.ratify(Some(id)).await?;
-        }
+        log = with_tail(log, read.current.as_ref(), &mut tail).await?;
         // On every sync, not only a mirror's first: a table inside another's folder must not
         // keep a mirror that an `_delta_log/` gone for a moment let it take. The listings go
         // out beside the planning's reads.
@@ -450,6 +448,43 @@ struct FirstRead {
     history: Option<RecentHistory>,
     /// Bootstrapped in groups: the table is never read whole, its definition names it.
     in_groups: bool,
+    /// How the read found a catalog-managed table to be read (the log's tail).
+    tail: TailRead,
+}
+
+/// What a read of the Delta log found of its tail (see [`DeltaLog::tail`]).
+enum TailRead {
+    /// Nothing was read yet.
+    NotRead,
+    /// The tail a read found: None for a table that is not catalog-managed (or is gone).
+    Read(Option<CatalogManaged>),
+}
+
+/// The log with its tail before the sync plans, so that every read of the sync reads the
+/// table as its catalog has it and the catalog is asked once: a mirror of a catalog-managed
+/// table names its table's id, and a new mirror whose table was not read yet reads its
+/// definition. A table that is gone is left to the planning to find.
+async fn with_tail(
+    log: DeltaLog,
+    current: Option<&CommittedTable>,
+    tail: &mut TailRead,
+) -> Result<DeltaLog> {
+    if log.tail().is_some() {
+        return Ok(log);
+    }
+    // Its newest versions may exist only as the commits its catalog ratified.
+    if let Some(id) = current.and_then(CommittedTable::catalog_table_id) {
+        return Ok(log.ask_catalog(Some(id)).await?);
+    }
+    if current.is_some() || matches!(tail, TailRead::Read(_)) {
+        return Ok(log);
+    }
+    let log = match log.with_its_tail().await {
+        Err(lakemirror_delta::Error::NotADeltaTable(_)) => log,
+        read => read?,
+    };
+    *tail = TailRead::Read(log.tail().cloned());
+    Ok(log)
 }
 
 async fn first_read(
@@ -459,16 +494,19 @@ async fn first_read(
     remembered: Option<&RememberedProperties>,
 ) -> Result<FirstRead> {
     let named_by_definition = async || -> Result<FirstRead> {
+        let definition = log.definition().await?;
         Ok(FirstRead {
-            properties: TargetProperties::of(Some(&log.definition().await?.metadata)),
+            properties: TargetProperties::of(Some(&definition.metadata)),
             history: None,
             in_groups: true,
+            tail: TailRead::Read(definition.catalog_managed),
         })
     };
     let known = |properties: TargetProperties| FirstRead {
         properties,
         history: None,
         in_groups: false,
+        tail: TailRead::NotRead,
     };
     match (defaults.fixed(), remembered) {
         (Some(_), _) => Ok(known(TargetProperties::default())),
@@ -477,11 +515,15 @@ async fn first_read(
         (None, None) => match RecentHistory::read(log, request, None, true).await {
             Ok(read) => Ok(FirstRead {
                 properties: TargetProperties::of(read.newest_metadata()),
+                tail: TailRead::Read(read.catalog_managed().cloned()),
                 history: Some(read),
                 in_groups: false,
             }),
             // Gone, or never there: the Glue table (if any) says which.
-            Err(e) if e.is_not_a_delta_table() => Ok(known(TargetProperties::default())),
+            Err(e) if e.is_not_a_delta_table() => Ok(FirstRead {
+                tail: TailRead::Read(None),
+                ..known(TargetProperties::default())
+            }),
             // Larger than one read holds: bootstrapped in groups, named by its definition.
             Err(e) if e.is_too_many_files() => named_by_definition().await,
             Err(e) => Err(e),
@@ -526,10 +568,7 @@ async fn commit_planned(
 ) -> Result<()> {
     let mut plans = planned.plans;
     if let Some(newest) = plans.last_mut() {
-        newest.catalog_table_id = Some(
-            log.catalog_managed()
-                .and_then(|c| c.table_id().map(str::to_string)),
-        );
+        newest.catalog_table_id = Some(log.tail().and_then(|c| c.table_id().map(str::to_string)));
     }
     if plans.is_empty() && planned.grouped.is_none() {
         return Ok(());
@@ -1402,6 +1441,8 @@ mod catalog_managed_tests {
             (created.action, created.delta_version),
             (SyncAction::Created, Some(1))
         );
+        // The catalog's commits are the log's tail, read once for the whole sync.
+        assert_eq!(rig.commits.asked(), 1);
         let managed = created.catalog_managed.clone().unwrap();
         assert_eq!(managed.ratified_version, Some(1));
         assert_eq!(managed.limited, None);
@@ -1427,11 +1468,13 @@ mod catalog_managed_tests {
         );
         assert_eq!(early.catalog_managed.unwrap().ratified_version, Some(1));
         rig.commits.ratify("uc-1", second.clone());
+        let asked = rig.commits.asked();
         let ratified = rig.sync(2).await.unwrap();
         assert_eq!(
             (ratified.action, ratified.delta_version),
             (SyncAction::Synced, Some(2))
         );
+        assert_eq!(rig.commits.asked(), asked + 1);
 
         // Published much later, the catalog told: the backfill events change nothing.
         rig.publish(&first).await;

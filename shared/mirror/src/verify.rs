@@ -163,16 +163,13 @@ pub async fn verify(
             Error::catalog_state(format!("snapshot {} vanished", mirrored.snapshot_id))
         })?;
 
-    let log = lake.delta_log(data.clone());
-    let catalog_managed = catalog_managed_status(&log, committed).await?;
+    let (log, catalog_managed) =
+        catalog_managed_status(lake.delta_log(data.clone()), committed).await?;
     let delta = match log.snapshot(Some(version)).await {
         Ok(delta) => delta,
         // Not a difference: a reader without the catalog cannot see the ratified versions.
         Err(lakemirror_delta::Error::NoSuchVersion { .. })
-            if matches!(
-                log.catalog_managed(),
-                Some(CatalogManaged::PublishedOnly { .. })
-            ) =>
+            if matches!(log.tail(), Some(CatalogManaged::PublishedOnly { .. })) =>
         {
             return Err(Error::catalog_state(format!(
                 "cannot verify {} at Delta version {version}: the table is catalog-managed and that version is past its published log; without its catalog the ratified versions cannot be read. Give the Unity Catalog URL (UC_URL) and its token",
@@ -260,22 +257,24 @@ fn mirrored_version<'c>(
     Ok((version, mirrored))
 }
 
-/// Of a catalog-managed Delta table: what its catalog ratified and what is published.
+/// Of a catalog-managed Delta table: the log with the commits its catalog ratified as its
+/// tail, and what its catalog ratified and what is published.
 async fn catalog_managed_status(
-    log: &DeltaLog,
+    log: DeltaLog,
     committed: &CommittedTable,
-) -> Result<Option<CatalogManagedStatus>> {
+) -> Result<(DeltaLog, Option<CatalogManagedStatus>)> {
     let Some(id) = committed.catalog_table_id() else {
-        return Ok(None);
+        return Ok((log, None));
     };
-    log.ratify(Some(id)).await?;
-    let read = log.catalog_managed();
-    Ok(Some(CatalogManagedStatus {
+    let log = log.ask_catalog(Some(id)).await?;
+    let read = log.tail();
+    let status = CatalogManagedStatus {
         table_id: Some(id.to_string()),
-        ratified_version: read.as_ref().and_then(|r| r.ratified_version()),
+        ratified_version: read.and_then(|r| r.ratified_version()),
         published_version: log.published_version().await?,
         limited: read.and_then(|r| r.limited()),
-    }))
+    };
+    Ok((log, Some(status)))
 }
 
 /// Whether the `mirrored` snapshot was made from this very commit of this very table (a

@@ -953,6 +953,7 @@ mod tests {
             timestamp_ms: last.timestamp_ms,
             active,
             commit_hash: Some(last.content_hash),
+            catalog_managed: None,
         }
     }
 

@@ -8,7 +8,6 @@ use crate::catalog_managed::{
     self, CatalogError, CatalogManaged, CommitCatalog, Ratified, STAGED_COMMITS,
 };
 use crate::error::{Error, Result};
-use crate::replay::ActiveFileSet;
 
 use super::{DeltaLog, LogFileKind};
 
@@ -20,32 +19,45 @@ impl DeltaLog {
         self
     }
 
-    /// How a catalog-managed table is read, once the log knows the table is one.
-    pub fn catalog_managed(&self) -> Option<CatalogManaged> {
-        self.catalog_managed
-            .lock()
-            .map(|state| state.clone())
-            .unwrap_or_default()
+    /// How this log reads a catalog-managed table (its tail); None when it is not known to
+    /// be one.
+    pub fn tail(&self) -> Option<&CatalogManaged> {
+        self.tail.as_ref()
+    }
+
+    /// The log with `tail` as its tail (what an earlier read of the same table found); None
+    /// leaves it as it is.
+    pub fn with_tail(mut self, tail: Option<CatalogManaged>) -> Self {
+        if tail.is_some() {
+            self.tail = tail;
+        }
+        self
     }
 
     /// How a catalog-managed table was read, for reports; None for any other table.
     pub fn catalog_managed_report(&self) -> Option<catalog_managed::CatalogManagedReport> {
-        self.catalog_managed().as_ref().map(Into::into)
+        self.tail.as_ref().map(Into::into)
     }
 
-    pub(super) fn ratified(&self) -> Option<Arc<Ratified>> {
-        match self.catalog_managed() {
+    pub(super) fn ratified(&self) -> Option<&Ratified> {
+        match &self.tail {
             Some(CatalogManaged::Ratified(ratified)) => Some(ratified),
             _ => None,
         }
     }
 
-    /// Reads the table as catalog-managed from now on: asks its catalog which commits it
-    /// ratified (`table_id` as its configuration names it), or, without a catalog, reads it up
-    /// to its newest published version.
-    pub async fn ratify(&self, table_id: Option<&str>) -> Result<()> {
+    /// Whether a read that finds the table catalog-managed must stop and have its catalog
+    /// asked first: the log has a catalog and no tail yet.
+    pub(super) fn asks_catalog(&self) -> bool {
+        self.commit_catalog.is_some() && self.tail.is_none()
+    }
+
+    /// The log of a catalog-managed table with its tail: the commits its catalog ratified
+    /// (`table_id` as its configuration names it), asked once here; without a catalog, its
+    /// published log only.
+    pub async fn ask_catalog(&self, table_id: Option<&str>) -> Result<DeltaLog> {
         let root = self.table.root_uri();
-        let state = match &self.commit_catalog {
+        let tail = match &self.commit_catalog {
             None => CatalogManaged::PublishedOnly {
                 table_id: table_id.map(str::to_string),
             },
@@ -70,47 +82,56 @@ impl DeltaLog {
                 CatalogManaged::Ratified(Arc::new(ratified))
             }
         };
-        if let Ok(mut held) = self.catalog_managed.lock() {
-            *held = Some(state);
-        }
-        Ok(())
+        Ok(self.clone().with_tail(Some(tail)))
     }
 
-    /// Stops a replay that meets a catalog-managed table whose catalog it can ask but has not
-    /// yet: the rest of the published log may hold commits the catalog never ratified (even a
-    /// gap), and the read starts again with the catalog's answer.
-    pub(super) fn ask_catalog_first(&self, active: &ActiveFileSet) -> Result<()> {
-        let unasked = self.commit_catalog.is_some() && self.catalog_managed().is_none();
-        match active.protocol.as_ref() {
-            Some(protocol) if unasked && catalog_managed::is_catalog_managed(protocol) => {
-                Err(Error::CatalogNotAskedYet {
-                    table: self.table.root_uri().to_string(),
-                    table_id: active
-                        .metadata
-                        .as_ref()
-                        .and_then(catalog_managed::catalog_table_id)
-                        .map(str::to_string),
-                })
-            }
-            _ => Ok(()),
+    /// The log with the tail its table's definition calls for: the catalog asked when the
+    /// newest version is catalog-managed. For a read that must be made once (a filtered
+    /// replay acts on what it sees), and for a caller that keeps the log for several reads.
+    pub async fn with_its_tail(&self) -> Result<DeltaLog> {
+        if !self.asks_catalog() {
+            return Ok(self.clone());
         }
+        let definition = self.definition().await?;
+        Ok(self.clone().with_tail(definition.catalog_managed))
     }
 
-    /// After a read that showed the table's `protocol` and `metadata`: when the table is
-    /// catalog-managed and its catalog was not asked yet, asks it. True when the read must be
-    /// made again to take the ratified commits in.
-    pub(super) async fn discovered(
+    /// A replay that meets a catalog-managed table (`protocol`, `metadata`) whose catalog it
+    /// can ask but has not yet stops there, with the table's id: the rest of the published
+    /// log may hold commits the catalog never ratified (even a gap), and the catalog's
+    /// commits are the log's tail.
+    pub(super) fn catalog_to_ask(
         &self,
         protocol: Option<&Protocol>,
         metadata: Option<&Metadata>,
-    ) -> Result<bool> {
-        let catalog_managed = protocol.is_some_and(catalog_managed::is_catalog_managed);
-        if !catalog_managed || self.catalog_managed().is_some() {
-            return Ok(false);
+    ) -> Option<Option<String>> {
+        (self.asks_catalog() && protocol.is_some_and(catalog_managed::is_catalog_managed)).then(
+            || {
+                metadata
+                    .and_then(catalog_managed::catalog_table_id)
+                    .map(str::to_string)
+            },
+        )
+    }
+
+    /// How a read whose newest version has `protocol` and `metadata` read the table: the
+    /// log's tail, or, for a catalog-managed table read without a catalog, its published log
+    /// only.
+    pub(super) fn read_as(
+        &self,
+        protocol: Option<&Protocol>,
+        metadata: Option<&Metadata>,
+    ) -> Option<CatalogManaged> {
+        if self.tail.is_some() {
+            return self.tail.clone();
         }
-        self.ratify(metadata.and_then(catalog_managed::catalog_table_id))
-            .await?;
-        Ok(self.ratified().is_some())
+        protocol
+            .is_some_and(catalog_managed::is_catalog_managed)
+            .then(|| CatalogManaged::PublishedOnly {
+                table_id: metadata
+                    .and_then(catalog_managed::catalog_table_id)
+                    .map(str::to_string),
+            })
     }
 
     /// A listing of a catalog-managed table as its catalog has it: nothing past the newest
@@ -232,9 +253,13 @@ mod tests {
         assert_eq!(snapshot.version, 2);
         assert_eq!(files(&snapshot), ["part-1.parquet", "part-2.parquet"]);
         assert!(matches!(
-            log.catalog_managed(),
+            snapshot.catalog_managed,
             Some(CatalogManaged::Ratified(_))
         ));
+        assert_eq!(catalog.asked(), 1);
+        // The log keeps no state: a caller that reads on keeps the tail the read found, and
+        // the catalog is not asked again.
+        let log = log.with_tail(snapshot.catalog_managed);
         // A ratified version is read at once, in the history too.
         let (base, commits) = log.recent_history(None, 100, None, false).await.unwrap();
         assert_eq!(base.version, 0);
@@ -250,6 +275,7 @@ mod tests {
         };
         assert_eq!(after.iter().map(|c| c.version).collect::<Vec<_>>(), [2]);
         assert!(log.snapshot(Some(3)).await.is_err());
+        assert_eq!(catalog.asked(), 1);
     }
 
     #[tokio::test]
@@ -310,7 +336,7 @@ mod tests {
         let log = DeltaLog::new(table);
         let snapshot = log.snapshot(None).await.unwrap();
         assert_eq!(snapshot.version, 0);
-        let read = log.catalog_managed().unwrap();
+        let read = snapshot.catalog_managed.unwrap();
         assert_eq!(read.table_id(), Some("uc-1"));
         assert!(read.limited().unwrap().contains("UC_URL"), "{read:?}");
     }
@@ -349,9 +375,9 @@ mod tests {
         .await;
         let catalog = Arc::new(InMemoryCommitCatalog::default());
         let log = DeltaLog::new(table).with_commit_catalog(Some(catalog.clone()));
-        log.snapshot(None).await.unwrap();
+        let snapshot = log.snapshot(None).await.unwrap();
         log.commits_since(0, None, Some(1)).await.unwrap();
         assert_eq!(catalog.asked(), 0);
-        assert!(log.catalog_managed().is_none());
+        assert!(snapshot.catalog_managed.is_none());
     }
 }

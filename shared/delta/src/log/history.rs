@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::replay::ActiveFileSet;
 
 use super::checkpoints::{Reading, first_complete_checkpoint, newest_complete_checkpoint};
+use super::snapshot::Replayed;
 use super::{DeltaLog, DeltaSnapshot, FETCH_CONCURRENCY, LogFileKind};
 
 impl DeltaLog {
@@ -27,29 +28,19 @@ impl DeltaLog {
         floor: Option<i64>,
         since_checkpoint: bool,
     ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
-        loop {
-            let (base, commits) = match self
-                .read_recent_history(target, versions, floor, since_checkpoint)
+        let read = async |log: &DeltaLog| {
+            log.read_recent_history(target, versions, floor, since_checkpoint)
                 .await
-            {
-                Err(e @ Error::NoSuchVersion { .. }) if self.catalog_managed().is_none() => {
-                    self.definition().await?;
-                    match self.ratified() {
-                        Some(_) => continue,
-                        None => return Err(e),
-                    }
-                }
-                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
-                    self.ratify(table_id.as_deref()).await?;
-                    continue;
-                }
-                other => other?,
-            };
-            let protocol = commits.iter().rev().find_map(|c| c.protocol.as_ref());
-            let metadata = commits.iter().rev().find_map(|c| c.metadata.as_ref());
-            let (protocol, metadata) = (protocol.or(base.protocol()), metadata.or(base.metadata()));
-            if !self.discovered(protocol, metadata).await? {
-                return Ok((base, commits));
+        };
+        let replayed = match read(self).await {
+            Err(e @ Error::NoSuchVersion { .. }) => self.past_published(e).await?,
+            other => other?,
+        };
+        match replayed {
+            Replayed::Table(history) => Ok(history),
+            Replayed::CatalogManaged { table_id } => {
+                let log = self.ask_catalog(table_id.as_deref()).await?;
+                read(&log).await?.asked(&log)
             }
         }
     }
@@ -60,7 +51,7 @@ impl DeltaLog {
         versions: u64,
         floor: Option<i64>,
         since_checkpoint: bool,
-    ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
+    ) -> Result<Replayed<(DeltaSnapshot, Vec<DeltaCommit>)>> {
         let back = match since_checkpoint {
             true => 0,
             false => i64::try_from(versions.max(1)).unwrap_or(i64::MAX),
@@ -88,14 +79,20 @@ impl DeltaLog {
         } else {
             first_complete_checkpoint(&listed, wanted, version).unwrap_or(version)
         };
-        let base = self
+        let mut base = match self
             .replay(
                 &listed,
                 start,
                 Reading::Everything,
                 ActiveFileSet::default(),
             )
-            .await?;
+            .await?
+        {
+            Replayed::Table(base) => base,
+            Replayed::CatalogManaged { table_id } => {
+                return Ok(Replayed::CatalogManaged { table_id });
+            }
+        };
         let mut read = stream::iter(start + 1..=version)
             .map(|v| {
                 let meta = listed
@@ -115,6 +112,14 @@ impl DeltaLog {
             }
             commits.push(commit);
         }
-        Ok((base, commits))
+        // The window's newest protocol says how the table is read.
+        let protocol = commits.iter().rev().find_map(|c| c.protocol.as_ref());
+        let metadata = commits.iter().rev().find_map(|c| c.metadata.as_ref());
+        let (protocol, metadata) = (protocol.or(base.protocol()), metadata.or(base.metadata()));
+        if let Some(table_id) = self.catalog_to_ask(protocol, metadata) {
+            return Ok(Replayed::CatalogManaged { table_id });
+        }
+        base.catalog_managed = self.read_as(protocol, metadata);
+        Ok(Replayed::Table((base, commits)))
     }
 }

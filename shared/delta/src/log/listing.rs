@@ -16,7 +16,7 @@ impl DeltaLog {
         let published = self.list_published(after).await?;
         match self.ratified() {
             None => Ok(published),
-            Some(ratified) => self.with_ratified_commits(published, after, &ratified),
+            Some(ratified) => self.with_ratified_commits(published, after, ratified),
         }
     }
 

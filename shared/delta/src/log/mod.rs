@@ -16,7 +16,7 @@ mod limits;
 mod listing;
 mod snapshot;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::catalog_managed::{CatalogManaged, CommitCatalog};
 use crate::error::Error;
@@ -39,8 +39,10 @@ pub struct DeltaLog {
     limits: LogLimits,
     /// Who ratifies a catalog-managed table's commits; None: only published commits are read.
     commit_catalog: Option<Arc<dyn CommitCatalog>>,
-    /// How the table is read once it is known to be catalog-managed (shared by clones).
-    catalog_managed: Arc<Mutex<Option<CatalogManaged>>>,
+    /// The log's tail: how a catalog-managed table is read (the commits its catalog
+    /// ratified, or its published log only), given when the log is made
+    /// ([`Self::ask_catalog`], [`Self::with_tail`]). None: the table is not known to be one.
+    tail: Option<CatalogManaged>,
 }
 
 impl DeltaLog {
@@ -55,7 +57,7 @@ impl DeltaLog {
             table,
             limits,
             commit_catalog: None,
-            catalog_managed: Arc::default(),
+            tail: None,
         }
     }
 

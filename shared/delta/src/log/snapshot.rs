@@ -2,6 +2,7 @@
 //! plus the commits after, or only its definition (metaData and protocol).
 
 use crate::actions::{Metadata, Protocol};
+use crate::catalog_managed::CatalogManaged;
 use crate::error::{Error, Result};
 use crate::replay::{ActiveFileSet, FileFilter};
 
@@ -17,6 +18,9 @@ pub struct DeltaSnapshot {
     /// [`DeltaCommit::content_hash`] of commit `version`, when it was read (not when the
     /// version exists only as a checkpoint).
     pub commit_hash: Option<u64>,
+    /// How a catalog-managed table was read (the log's tail); None for any other table. A
+    /// caller that reads on keeps it ([`DeltaLog::with_tail`]).
+    pub catalog_managed: Option<CatalogManaged>,
 }
 
 impl DeltaSnapshot {
@@ -34,6 +38,27 @@ pub struct TableDefinition {
     pub version: i64,
     pub metadata: Metadata,
     pub protocol: Protocol,
+    /// How a catalog-managed table was read, as [`DeltaSnapshot::catalog_managed`].
+    pub catalog_managed: Option<CatalogManaged>,
+}
+
+/// What a replay found: the table, or, when the log has a catalog it has not asked yet, that
+/// the table is catalog-managed (read no further than that).
+pub(super) enum Replayed<T> {
+    Table(T),
+    CatalogManaged { table_id: Option<String> },
+}
+
+impl<T> Replayed<T> {
+    /// The table read by a log that asked its catalog (and so cannot stop to ask it).
+    pub(super) fn asked(self, log: &DeltaLog) -> Result<T> {
+        match self {
+            Replayed::Table(table) => Ok(table),
+            Replayed::CatalogManaged { .. } => Err(log.malformed(
+                "the table is catalog-managed, and still was after its catalog was asked",
+            )),
+        }
+    }
 }
 
 /// Reading a checkpoint for longer than this reports its progress.
@@ -43,77 +68,83 @@ impl DeltaLog {
     /// Rebuilds the table at `target` (newest when None) from the newest complete
     /// checkpoint at or before it plus the JSON commits after that checkpoint.
     ///
-    /// A catalog-managed table is read as its catalog has it (see [`Self::ratify`]): when
-    /// the read shows the table is one, its catalog is asked and the table read again.
+    /// A catalog-managed table is read as its catalog has it: with the log's tail, or, when
+    /// the read finds the table is one and its catalog was not asked yet, once more with the
+    /// catalog's commits as the tail ([`DeltaSnapshot::catalog_managed`] says which).
     pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
-        loop {
-            let snapshot = match self
-                .rebuild(target, Reading::Everything, ActiveFileSet::default())
-                .await
-            {
-                // A version past the published log may be one the catalog ratified.
-                Err(e @ Error::NoSuchVersion { .. }) if self.catalog_managed().is_none() => {
-                    self.definition().await?;
-                    match self.ratified() {
-                        Some(_) => continue,
-                        None => return Err(e),
-                    }
-                }
-                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
-                    self.ratify(table_id.as_deref()).await?;
-                    continue;
-                }
-                other => other?,
-            };
-            if !self
-                .discovered(snapshot.protocol(), snapshot.metadata())
-                .await?
-            {
-                return Ok(snapshot);
+        let everything = || ActiveFileSet::default();
+        let replayed = match self
+            .rebuild(target, Reading::Everything, everything())
+            .await
+        {
+            Err(e @ Error::NoSuchVersion { .. }) => self.past_published(e).await?,
+            other => other?,
+        };
+        match replayed {
+            Replayed::Table(snapshot) => Ok(snapshot),
+            Replayed::CatalogManaged { table_id } => {
+                let log = self.ask_catalog(table_id.as_deref()).await?;
+                let replayed = log.rebuild(target, Reading::Everything, everything());
+                replayed.await?.asked(&log)
             }
+        }
+    }
+
+    /// A version past the published log (`e`) may be one the catalog ratified: when the
+    /// log's definition shows a catalog-managed table whose catalog was not asked yet, the
+    /// read is made again with it; else `e`.
+    pub(super) async fn past_published<T>(&self, e: Error) -> Result<Replayed<T>> {
+        if !self.asks_catalog() {
+            return Err(e);
+        }
+        match self.read_definition().await? {
+            Replayed::CatalogManaged { table_id } => Ok(Replayed::CatalogManaged { table_id }),
+            Replayed::Table(_) => Err(e),
         }
     }
 
     /// [`Self::snapshot`] holding only the data files `filter` keeps (one part of a
     /// fanned-out bootstrap): the others are let go as they are read. The filter may act on
-    /// what it sees, so the log is read once: a catalog-managed table is ratified before
-    /// (by [`Self::definition`] or [`Self::ratify`]).
+    /// what it sees, so the log is read once, with its tail ([`Self::with_its_tail`]).
     pub async fn snapshot_of(
         &self,
         target: Option<i64>,
         filter: FileFilter,
     ) -> Result<DeltaSnapshot> {
-        self.rebuild(target, Reading::Everything, ActiveFileSet::filtered(filter))
-            .await
+        let log = self.with_its_tail().await?;
+        let replayed = log.rebuild(target, Reading::Everything, ActiveFileSet::filtered(filter));
+        replayed.await?.asked(&log)
     }
 
     /// The newest version's metaData and protocol, without its files: of a Parquet
     /// checkpoint only the footer and those two columns are read (ranged requests), so the
     /// cost does not grow with the number of files in the table.
     pub async fn definition(&self) -> Result<TableDefinition> {
-        let snapshot = loop {
-            // Its commits are applied as they are parsed, holding no file.
-            let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
-            let snapshot = match self.rebuild(None, Reading::Definition, no_files).await {
-                Err(Error::CatalogNotAskedYet { table_id, .. }) => {
-                    self.ratify(table_id.as_deref()).await?;
-                    continue;
-                }
-                other => other?,
-            };
-            if !self
-                .discovered(snapshot.protocol(), snapshot.metadata())
-                .await?
-            {
-                break snapshot;
+        match self.read_definition().await? {
+            Replayed::Table(definition) => Ok(definition),
+            Replayed::CatalogManaged { table_id } => {
+                let log = self.ask_catalog(table_id.as_deref()).await?;
+                log.read_definition().await?.asked(&log)
+            }
+        }
+    }
+
+    async fn read_definition(&self) -> Result<Replayed<TableDefinition>> {
+        // Its commits are applied as they are parsed, holding no file.
+        let no_files = ActiveFileSet::filtered(FileFilter::new(|_| false));
+        let snapshot = match self.rebuild(None, Reading::Definition, no_files).await? {
+            Replayed::Table(snapshot) => snapshot,
+            Replayed::CatalogManaged { table_id } => {
+                return Ok(Replayed::CatalogManaged { table_id });
             }
         };
         match (snapshot.active.metadata, snapshot.active.protocol) {
-            (Some(metadata), Some(protocol)) => Ok(TableDefinition {
+            (Some(metadata), Some(protocol)) => Ok(Replayed::Table(TableDefinition {
                 version: snapshot.version,
                 metadata,
                 protocol,
-            }),
+                catalog_managed: snapshot.catalog_managed,
+            })),
             _ => Err(self.malformed("no metaData or protocol action")),
         }
     }
@@ -123,7 +154,7 @@ impl DeltaLog {
         target: Option<i64>,
         reading: Reading,
         active: ActiveFileSet,
-    ) -> Result<DeltaSnapshot> {
+    ) -> Result<Replayed<DeltaSnapshot>> {
         let (listed, version) = self.listed_to(target, 0).await?;
         self.replay(&listed, version, reading, active).await
     }
@@ -136,7 +167,7 @@ impl DeltaLog {
         version: i64,
         reading: Reading,
         mut active: ActiveFileSet,
-    ) -> Result<DeltaSnapshot> {
+    ) -> Result<Replayed<DeltaSnapshot>> {
         let checkpoint = newest_complete_checkpoint(listed, version);
         let start = match &checkpoint {
             Some((cp_version, parts)) => {
@@ -158,7 +189,11 @@ impl DeltaLog {
                         );
                     }
                 }
-                self.ask_catalog_first(&active)?;
+                if let Some(table_id) =
+                    self.catalog_to_ask(active.protocol.as_ref(), active.metadata.as_ref())
+                {
+                    return Ok(Replayed::CatalogManaged { table_id });
+                }
                 cp_version + 1
             }
             None => 0,
@@ -190,7 +225,11 @@ impl DeltaLog {
                 }
             };
             self.check_held(&active, v)?;
-            self.ask_catalog_first(&active)?;
+            if let Some(table_id) =
+                self.catalog_to_ask(active.protocol.as_ref(), active.metadata.as_ref())
+            {
+                return Ok(Replayed::CatalogManaged { table_id });
+            }
             timestamp_ms = commit.timestamp_ms;
             commit_hash = Some(commit.content_hash);
         }
@@ -209,11 +248,13 @@ impl DeltaLog {
                 "no metaData or protocol action up to version {version}"
             )));
         }
-        Ok(DeltaSnapshot {
+        let catalog_managed = self.read_as(active.protocol.as_ref(), active.metadata.as_ref());
+        Ok(Replayed::Table(DeltaSnapshot {
             version,
             timestamp_ms,
             active,
             commit_hash,
-        })
+            catalog_managed,
+        }))
     }
 }
