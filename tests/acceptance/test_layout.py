@@ -16,7 +16,9 @@ from conftest import REPO
 # Each workspace crate and the workspace crates it may depend on (directly; normal
 # dependencies). Down only: functions/cli -> mirror, aws, lakebase, unity; mirror, aws ->
 # iceberg, events; aws -> rest -> iceberg; iceberg -> plan -> delta -> storage; events ->
-# plan, storage. lakebase reads Unity Catalog sources, a step sideways on the same floor.
+# plan, delta (the one grammar of log file names), storage. lakebase reads Unity Catalog
+# sources, a step sideways on the same floor; lakebase and unity take the tables that events
+# announced (AnnouncedTable) from events.
 # runtime (metrics, deadlines, crash points, batch failures) stands beside storage at the
 # bottom, using nothing of ours; what writes or runs a function may use it.
 ALLOWED = {
@@ -25,14 +27,15 @@ ALLOWED = {
     "lakemirror-delta": {"lakemirror-storage"},
     "lakemirror-plan": {"lakemirror-delta"},
     "lakemirror-iceberg": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage", "lakemirror-runtime"},
-    "lakemirror-events": {"lakemirror-plan", "lakemirror-storage"},
+    "lakemirror-events": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage"},
     "lakemirror-mirror": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-plan", "lakemirror-delta",
                           "lakemirror-storage", "lakemirror-runtime"},
     "lakemirror-rest": {"lakemirror-iceberg", "lakemirror-storage"},
     "lakemirror-aws": {"lakemirror-iceberg", "lakemirror-events", "lakemirror-rest", "lakemirror-storage"},
-    "lakemirror-unity": {"lakemirror-plan", "lakemirror-delta", "lakemirror-storage", "lakemirror-runtime"},
-    "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage",
-                            "lakemirror-runtime"},
+    "lakemirror-unity": {"lakemirror-events", "lakemirror-plan", "lakemirror-delta", "lakemirror-storage",
+                         "lakemirror-runtime"},
+    "lakemirror-lakebase": {"lakemirror-unity", "lakemirror-events", "lakemirror-plan", "lakemirror-delta",
+                            "lakemirror-storage", "lakemirror-runtime"},
     "glue-sync": {"lakemirror-mirror", "lakemirror-aws", "lakemirror-events", "lakemirror-iceberg",
                   "lakemirror-unity", "lakemirror-storage", "lakemirror-runtime"},
     "lakebase-sync": {"lakemirror-aws", "lakemirror-events", "lakemirror-lakebase", "lakemirror-unity",

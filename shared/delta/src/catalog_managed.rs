@@ -46,7 +46,15 @@ pub fn catalog_table_id(metadata: &Metadata) -> Option<&str> {
         .filter(|id| !id.is_empty())
 }
 
-pub use lakemirror_storage::uri::{StagedCommitFile, staged_commit_version};
+pub use crate::log::staged_commit_version;
+
+/// A staged commit of a catalog-managed Delta table
+/// (`_delta_log/_staged_commits/<version>.<uuid>.json`), as an event announced it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StagedCommitFile {
+    pub version: i64,
+    pub file_name: String,
+}
 
 /// A commit the catalog ratified: its staged file, by name, in `_delta_log/_staged_commits/`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lakemirror_delta::catalog_managed::StagedCommitFile;
+use lakemirror_delta::log::{LogFileKind, classify};
 use lakemirror_plan::layout::FanOutPlan;
-use lakemirror_storage::uri::{
-    AnnouncedTable, StagedCommitFile, allowed_by, staged_commit_version,
-};
+use lakemirror_storage::uri::allowed_by;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -230,6 +230,21 @@ impl TableTrigger {
     }
 }
 
+/// A Delta table that commit events announced (glue-sync, lakebase-sync and unity-register
+/// all read the same events), with the messages that announced it, for redelivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnouncedTable {
+    /// `s3://bucket/root`, canonical.
+    pub table_uri: String,
+    /// The newest commit version announced.
+    pub newest_version: i64,
+    /// The staged commits announced (of a catalog-managed table), which its catalog may not
+    /// have ratified yet.
+    pub staged: Vec<StagedCommitFile>,
+    /// The SQS messages that announced it (none for an event delivered directly).
+    pub message_ids: Vec<String>,
+}
+
 /// A Delta commit file's key: its table root, version, and for a staged commit its file name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitKey {
@@ -248,9 +263,12 @@ pub fn commit_object_key(key: &str) -> Option<CommitKey> {
             None if log == "_delta_log" => "",
             None => return None,
         };
+        let LogFileKind::StagedCommit(version) = classify(name) else {
+            return None;
+        };
         return Some(CommitKey {
             root: root.to_string(),
-            version: staged_commit_version(name)?,
+            version,
             staged: Some(name.to_string()),
         });
     }
@@ -258,13 +276,12 @@ pub fn commit_object_key(key: &str) -> Option<CommitKey> {
         Some((root, name)) => (root, name),
         None => ("", key.strip_prefix("_delta_log/")?),
     };
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let LogFileKind::Commit(version) = classify(name) else {
         return None;
-    }
+    };
     Some(CommitKey {
         root: root.to_string(),
-        version: digits.parse().ok()?,
+        version,
         staged: None,
     })
 }

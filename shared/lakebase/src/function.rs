@@ -13,9 +13,10 @@ use std::time::{Duration, SystemTime};
 
 use lakemirror_runtime::deadline::{self, Timed};
 
+use lakemirror_events::trigger::AnnouncedTable;
 use lakemirror_runtime::Failures;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{AnnouncedTable, plain_location, table_prefixes};
+use lakemirror_storage::uri::{plain_location, table_prefixes};
 use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::function::UnityConfig;
 

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::StreamExt;
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
+use lakemirror_delta::catalog_managed::StagedCommitFile;
 use lakemirror_events::trigger::{Delivery, LambdaInput, TableTrigger, table_triggers};
 use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{StagedCommitFile, allowed_by, table_prefixes};
+use lakemirror_storage::uri::{allowed_by, table_prefixes};
 use lakemirror_storage::{IoCounters, SharedOut, budget};
 
 use crate::batch::{Batch, Outcome, Parking, message_key};

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
-use lakemirror_delta::log::LogFileKind;
 use lakemirror_delta::{CatalogManaged, DeltaLog};
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::target::{
@@ -709,14 +708,7 @@ async fn refuse_nested(
         let store = stores.open(&outer, counters.clone())?;
         // A Delta table: a commit or checkpoint in its log, not any object that happens to
         // lie under a folder of that name.
-        let is_log_file = |name: &str| {
-            matches!(
-                lakemirror_delta::log::classify(name),
-                LogFileKind::Commit(_)
-                    | LogFileKind::Checkpoint { .. }
-                    | LogFileKind::V2Checkpoint(_)
-            )
-        };
+        let is_log_file = |name: &str| lakemirror_delta::log::classify(name).is_published();
         match store
             .holds_any_named(&store.location("_delta_log/"), is_log_file)
             .await

@@ -245,44 +245,6 @@ fn below(location: &str, root: &str) -> bool {
         .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
 }
 
-/// A Delta table that commit events announced (glue-sync, lakebase-sync and unity-register
-/// all read the same events), with the messages that announced it, for redelivery.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnouncedTable {
-    /// `s3://bucket/root`, canonical.
-    pub table_uri: String,
-    /// The newest commit version announced.
-    pub newest_version: i64,
-    /// The staged commits announced (of a catalog-managed table), which its catalog may not
-    /// have ratified yet.
-    pub staged: Vec<StagedCommitFile>,
-    /// The SQS messages that announced it (none for an event delivered directly).
-    pub message_ids: Vec<String>,
-}
-
-/// The version of a staged commit's file name (`00000000000000000007.<uuid>.json`, the last
-/// segment of `_delta_log/_staged_commits/…`), or None for any other name.
-pub fn staged_commit_version(file_name: &str) -> Option<i64> {
-    let (digits, rest) = file_name.split_at_checked(20)?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let token = rest.strip_prefix('.')?.strip_suffix(".json")?;
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
-    if token.is_empty() || !token.bytes().all(plain) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// A staged commit of a catalog-managed Delta table
-/// (`_delta_log/_staged_commits/<version>.<uuid>.json`), as an event announced it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct StagedCommitFile {
-    pub version: i64,
-    pub file_name: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

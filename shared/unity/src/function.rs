@@ -12,8 +12,9 @@ use std::time::SystemTime;
 use futures::StreamExt;
 use lakemirror_runtime::deadline::{self, Timed};
 
+use lakemirror_events::trigger::AnnouncedTable;
 use lakemirror_runtime::Failures;
-use lakemirror_storage::uri::{AnnouncedTable, table_prefixes};
+use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{ObjectStores, SecretSource, SharedOut, budget};
 
 use crate::client::UnityCatalog;

@@ -1,4 +1,6 @@
-//! What a file in `_delta_log/` is, judged by its name: commit, checkpoint or other.
+//! What a file in `_delta_log/` is, judged by its name: commit, checkpoint, staged commit or
+//! other. The one grammar of Delta log file names: the events that announce commits and the
+//! reads of the log both ask it.
 
 /// What a file in `_delta_log/` is, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +13,9 @@ pub enum LogFileKind {
     },
     /// UUID-named (v2) checkpoint.
     V2Checkpoint(i64),
+    /// A commit staged for a catalog-managed table's catalog to ratify
+    /// (`<version:020>.<uuid>.json`, in `_delta_log/_staged_commits/`).
+    StagedCommit(i64),
     /// `.crc`, `_last_checkpoint`, compacted logs, temporary files, sidecars...
     Other,
 }
@@ -21,9 +26,27 @@ impl LogFileKind {
         match *self {
             LogFileKind::Commit(v)
             | LogFileKind::Checkpoint { version: v, .. }
-            | LogFileKind::V2Checkpoint(v) => Some(v),
+            | LogFileKind::V2Checkpoint(v)
+            | LogFileKind::StagedCommit(v) => Some(v),
             LogFileKind::Other => None,
         }
+    }
+
+    /// Whether the file is one of the table's published log: a commit or a checkpoint.
+    pub fn is_published(&self) -> bool {
+        matches!(
+            self,
+            LogFileKind::Commit(_) | LogFileKind::Checkpoint { .. } | LogFileKind::V2Checkpoint(_)
+        )
+    }
+}
+
+/// The version of a staged commit's file name (`00000000000000000007.<uuid>.json`, the last
+/// segment of `_delta_log/_staged_commits/…`), or None for any other name.
+pub fn staged_commit_version(file_name: &str) -> Option<i64> {
+    match classify(file_name) {
+        LogFileKind::StagedCommit(version) => Some(version),
+        _ => None,
     }
 }
 
@@ -46,7 +69,7 @@ pub fn classify(name: &str) -> LogFileKind {
         },
         _ => {
             let Some(tail) = rest.strip_prefix(".checkpoint.") else {
-                return LogFileKind::Other;
+                return staged(version, rest);
             };
             let stem = tail
                 .strip_suffix(".parquet")
@@ -67,6 +90,19 @@ pub fn classify(name: &str) -> LogFileKind {
                 _ => LogFileKind::Other,
             }
         }
+    }
+}
+
+/// `.<token>.json` after a version: a staged commit's name when the token is a plain UUID-like
+/// word (letters, digits, `-`), which keeps compacted logs (`<v>.<v>.compacted.json`) and
+/// anything with a path in it out.
+fn staged(version: i64, rest: &str) -> LogFileKind {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
+    match rest.strip_prefix('.').and_then(|r| r.strip_suffix(".json")) {
+        Some(token) if !token.is_empty() && token.bytes().all(plain) => {
+            LogFileKind::StagedCommit(version)
+        }
+        _ => LogFileKind::Other,
     }
 }
 
@@ -99,6 +135,10 @@ mod tests {
                 "00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"
             ),
             LogFileKind::V2Checkpoint(2)
+        );
+        assert_eq!(
+            classify("00000000000000000007.4cb9708e-b478-44de-b203-53f9ba9b2876.json"),
+            LogFileKind::StagedCommit(7)
         );
         for other in [
             "_last_checkpoint",

@@ -51,7 +51,7 @@ impl DeltaLog {
                 // Only direct children of _delta_log (not _sidecars/, _staged_commits/).
                 let parent_is_log = meta.location.as_ref().rsplit('/').nth(1) == Some("_delta_log");
                 let kind = classify(&name);
-                (parent_is_log && kind != LogFileKind::Other).then_some((kind, meta))
+                (parent_is_log && kind.is_published()).then_some((kind, meta))
             })
             .collect())
     }

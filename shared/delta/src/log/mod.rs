@@ -24,7 +24,7 @@ use crate::limits::LogLimits;
 use lakemirror_storage::TableStorage;
 
 pub use commits::CommitsSince;
-pub use file_kind::{LogFileKind, classify};
+pub use file_kind::{LogFileKind, classify, staged_commit_version};
 pub use snapshot::{DeltaSnapshot, TableDefinition};
 
 /// Commit files read at once.
