@@ -26,10 +26,9 @@ use lakemirror_plan::target::TargetProperties;
 use lakemirror_plan::{data_file_location, plan_full_taking};
 use lakemirror_storage::{IoCounters, ObjectStores, TableScope, TableStorage, budget};
 
+use crate::commit::{Commit, commit_staged};
 use crate::error::{Error, Result};
-use crate::sync::{
-    MAX_ATTEMPTS, SyncAction, SyncReport, SyncRequest, lost_race, mirror_stores, target_defaults,
-};
+use crate::sync::{SyncAction, SyncReport, SyncRequest, mirror_stores, target_defaults};
 use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::Lakehouse;
 use lakemirror_iceberg::writer::{MetadataWriter, PartWritten, StagedTable, new_snapshot_id};
@@ -216,27 +215,15 @@ pub async fn finish(
                 plan.delta_version
             ));
         } else {
-            let location = match lake.commit(&read, &staged.table, &counters).await {
-                Ok(location) => location,
-                Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
-                    lost_race(&table, attempt).await;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let committed = commit_staged(lake, &writer, &read, &staged, &mut report, &counters);
+            if committed.await? == Commit::LostRace {
+                continue;
+            }
             report.action = match current {
                 Some(_) => SyncAction::Rebuilt,
                 None => SyncAction::Created,
             };
             report.reason = Some(format!("bootstrapped in {} parts", plan.parts));
-            report.delta_version = Some(plan.delta_version);
-            report.snapshot_id = Some(plan.snapshot_id);
-            report.snapshots_committed = staged.snapshots.len();
-            report.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
-            report.metadata_location = Some(location);
-            report.omitted_columns = staged.table.omitted_columns();
-            report.reader_notes = staged.table.reader_notes();
-            report.snapshots = staged.snapshots.clone();
         }
         return Ok(report.finished(started, &counters));
     }

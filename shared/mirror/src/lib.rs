@@ -5,6 +5,7 @@
 //! events in, one sync per announced table, a response out.
 
 mod batch;
+mod commit;
 mod decide;
 pub mod discover;
 mod error;

@@ -7,7 +7,7 @@
 //! commits with this file's request, report and `lost_race`, so both commit the same way.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lakemirror_delta::catalog_managed::CatalogManagedReport;
 use lakemirror_delta::{CatalogManaged, DeltaLog};
@@ -16,9 +16,9 @@ use lakemirror_plan::target::{
     GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
     TargetProperties, default_table_name, path_table_name, unique_path_table_name,
 };
-use lakemirror_runtime::crash;
-use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage, canonical_uri};
+use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage};
 
+use crate::commit::{Commit, commit_staged};
 use crate::decide::{Planned, RecentHistory, bootstraps_in_groups, plan};
 use crate::error::{Error, Result};
 use crate::settings::SyncSettings;
@@ -26,8 +26,6 @@ use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
 use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome, StagedTable};
 
-/// How many times a sync re-plans after losing a race for the Glue table.
-pub const MAX_ATTEMPTS: u32 = 8;
 /// How many times one sync follows the Delta table's `lakemirror.glue.*` properties to
 /// another Glue table (each move re-reads what the properties say).
 const MAX_MOVES: u32 = 3;
@@ -195,7 +193,7 @@ impl SyncReport {
     }
 
     /// What a commit of `staged` at `location` wrote.
-    fn committed(&mut self, staged: StagedTable, location: String) {
+    pub(crate) fn committed(&mut self, staged: &StagedTable, location: String) {
         self.expired_snapshots = staged.expired_snapshots.len();
         self.thinned_snapshots = staged.thinned_snapshots.len();
         self.snapshots_committed = staged.snapshots.len();
@@ -206,7 +204,7 @@ impl SyncReport {
         self.metadata_location = Some(location);
         self.omitted_columns = staged.table.omitted_columns();
         self.reader_notes = staged.table.reader_notes();
-        self.snapshots = staged.snapshots;
+        self.snapshots = staged.snapshots.clone();
     }
 
     /// This step's report followed by the next one's: what both did, the newest state.
@@ -250,14 +248,6 @@ impl SyncReport {
 
 fn is_one(n: &u32) -> bool {
     *n == 1
-}
-
-/// A commit lost its race for the catalog table (another writer committed first): waits
-/// the backoff of `attempt` before the caller reads the table again and re-plans.
-pub(crate) async fn lost_race(table: &str, attempt: u32) {
-    let pause = backoff(attempt);
-    tracing::warn!(%table, attempt, ?pause, "another writer committed first; reading the table again");
-    tokio::time::sleep(pause).await;
 }
 
 /// The Delta table's storage and the mirror's metadata folder (`metadata_uri`, by default
@@ -409,12 +399,9 @@ async fn sync_step(
         );
         report.reason = planned.rebuilt.clone();
         let more_follow = planned.more_follow;
-        match commit_planned(lake, &writer, &read, &log, planned, &mut report, &counters).await {
-            Err(Error::Iceberg(IcebergError::CommitConflict(table))) if attempt < MAX_ATTEMPTS => {
-                lost_race(&table, attempt).await;
-                continue;
-            }
-            committed => committed?,
+        let committed = commit_planned(lake, &writer, &read, &log, planned, &mut report, &counters);
+        if committed.await? == Commit::LostRace {
+            continue;
         }
         if defaults.fixed().is_none()
             && let Some(version) = report.delta_version
@@ -555,7 +542,7 @@ fn moved(
 
 /// Writes the `planned` snapshots and commits them to the catalog over `read`, filling
 /// `report` in; nothing to write leaves both alone. A lost race comes back as
-/// [`IcebergError::CommitConflict`] with nothing made visible.
+/// [`Commit::LostRace`] with nothing made visible, for the sync to plan again.
 async fn commit_planned(
     lake: &Lakehouse,
     writer: &MetadataWriter,
@@ -564,13 +551,13 @@ async fn commit_planned(
     planned: Planned,
     report: &mut SyncReport,
     counters: &IoCounters,
-) -> Result<()> {
+) -> Result<Commit> {
     let mut plans = planned.plans;
     if let Some(newest) = plans.last_mut() {
         newest.catalog_table_id = Some(log.tail().and_then(|c| c.table_id().map(str::to_string)));
     }
     if plans.is_empty() && planned.grouped.is_none() {
-        return Ok(());
+        return Ok(Commit::Landed);
     }
     let first = plans.first().map(|p| p.delta_version);
     let last = plans.last().map(|p| p.delta_version);
@@ -584,33 +571,18 @@ async fn commit_planned(
         Some(grouped) => grouped.stage(writer).await?,
         None => writer.stage(base, plans).await?,
     };
-    crash::point("glue-before-commit");
-    let location = lake.commit(read, &staged.table, counters).await?;
-    crash::point("glue-after-commit");
-    let mut removed_files = staged.removed_files.clone();
-    // A catalog that wrote the metadata itself (REST) never points at the staged file.
-    // Compared canonically: a Java server spells the same file `file:/…`, and deleting
-    // the file it registered would break the mirror.
-    if canonical_uri(&location) != canonical_uri(&staged.table.metadata_location) {
-        removed_files.push(staged.table.metadata_location.clone());
+    let committed = commit_staged(lake, writer, read, &staged, report, counters).await?;
+    if committed == Commit::Landed {
+        report.action = match (&planned.rebuilt, &read.current) {
+            (Some(reason), _) => {
+                tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
+                SyncAction::Rebuilt
+            }
+            (None, None) => SyncAction::Created,
+            (None, Some(_)) => SyncAction::Synced,
+        };
     }
-    writer.delete_expired(&removed_files).await;
-    for omitted in staged.table.omitted_declarations() {
-        tracing::warn!(table = %read.full_name(), column = %omitted.column, reason = %omitted.reason, "a column left out of the mirror; the rest is mirrored exactly (lakemirror.omitted-columns)");
-    }
-    for note in staged.table.reader_notes() {
-        tracing::warn!(table = %read.full_name(), %note, "a reader's limit the mirror works around");
-    }
-    report.action = match (&planned.rebuilt, &read.current) {
-        (Some(reason), _) => {
-            tracing::warn!(table = %read.full_name(), %reason, "rebuilt the mirror as a new history");
-            SyncAction::Rebuilt
-        }
-        (None, None) => SyncAction::Created,
-        (None, Some(_)) => SyncAction::Synced,
-    };
-    report.committed(staged, location);
-    Ok(())
+    Ok(committed)
 }
 
 /// The catalog table `target` as read for the Delta table at `data`. A name another Delta
@@ -777,13 +749,6 @@ async fn remember_properties(
     Ok(metadata_store
         .put(&metadata_store.location(TARGET_FILE), bytes.into())
         .await?)
-}
-
-/// Exponential backoff with jitter: 50 ms, 100 ms, ... capped at 5 s.
-fn backoff(attempt: u32) -> Duration {
-    let base = 50u64.saturating_mul(1 << attempt.min(7)).min(5_000);
-    let jitter = u64::from(uuid::Uuid::new_v4().as_u128() as u16) % (base / 2 + 1);
-    Duration::from_millis(base / 2 + jitter)
 }
 
 #[cfg(test)]
@@ -1332,16 +1297,6 @@ mod tests {
                 .len(),
             12
         );
-    }
-
-    #[test]
-    fn backoff_grows_and_stays_bounded() {
-        for attempt in 1..20 {
-            let pause = backoff(attempt);
-            assert!(pause <= Duration::from_millis(5_000), "{pause:?}");
-            assert!(pause >= Duration::from_millis(25));
-        }
-        assert!(backoff(1) <= Duration::from_millis(100));
     }
 }
 
