@@ -1,13 +1,15 @@
 //! lakemirror-delta: the Delta transaction log, read the way the protocol says and never by
-//! listing data folders. Actions ([`actions`]) and the table schema ([`schema`]), log
-//! replay into the active file set ([`replay`]), deletion vectors ([`deletion_vector`]),
-//! checkpoints ([`checkpoint`]), the log folder on storage ([`log`]), and the checks that a
-//! Parquet footer nobody vouches for is safe to decode ([`footer`]).
+//! listing data folders. Actions ([`actions`]), the table schema ([`schema`]) and its column
+//! defaults read as Spark reads them ([`defaults`]), log replay into the active file set
+//! ([`replay`]), deletion vectors ([`deletion_vector`]), checkpoints ([`checkpoint`]), the
+//! log folder on storage ([`log`]), and the checks that a Parquet footer nobody vouches for
+//! is safe to decode ([`footer`]).
 
 pub mod actions;
 pub mod bounded;
 pub mod catalog_managed;
 pub mod checkpoint;
+pub mod defaults;
 pub mod deletion_vector;
 mod error;
 pub mod footer;
