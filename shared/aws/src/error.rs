@@ -1,5 +1,7 @@
 //! The AWS crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-aws.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -14,11 +16,11 @@ pub enum Error {
     DeadLetter(String),
 }
 
-impl Error {
-    /// Whether running the same call again may succeed without anyone changing anything.
-    pub fn is_retryable(&self) -> bool {
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Error::DeadLetter(_) => true,
+            // The queue may come back, the permission may be granted.
+            Error::DeadLetter(_) => ErrorKind::Retry,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The Delta crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
 use std::fmt;
 
 /// Result alias of lakemirror-delta.
@@ -69,15 +70,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether reading again may succeed without anyone changing anything.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Storage(e) => e.is_retryable(),
-            Error::CatalogUnavailable { .. } => true,
-            _ => false,
-        }
-    }
-
     /// The log of `table` is not usable, for `reason`.
     pub fn malformed(table: impl fmt::Display, reason: impl fmt::Display) -> Self {
         Error::MalformedLog {
@@ -98,6 +90,22 @@ impl Error {
             Error::Storage(e) => e.needs_whole_budget(),
             Error::TooManyFiles { shared, .. } => *shared,
             _ => false,
+        }
+    }
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Storage(e) => e.kind(),
+            Error::CatalogUnavailable { .. } => ErrorKind::Retry,
+            Error::UnsupportedFeature { .. }
+            | Error::MalformedLog { .. }
+            | Error::NotADeltaTable(_)
+            | Error::NoSuchVersion { .. }
+            | Error::TooManyFiles { .. }
+            | Error::CatalogRefused { .. }
+            | Error::Parquet(_) => ErrorKind::Table,
         }
     }
 }

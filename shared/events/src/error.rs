@@ -1,5 +1,7 @@
 //! The events crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-events.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,12 +15,11 @@ pub enum Error {
     DeadLetter(String),
 }
 
-impl Error {
-    /// Whether the same invocation may succeed when run again: always (the queue may come
-    /// back, the permission may be granted).
-    pub fn is_retryable(&self) -> bool {
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Error::DeadLetter(_) => true,
+            // The queue may come back, the permission may be granted.
+            Error::DeadLetter(_) => ErrorKind::Retry,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The Iceberg crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-iceberg.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -84,19 +86,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether running the same sync again may succeed without anyone changing anything
-    /// (throttling, conflicts, 5xx). Permanent errors should go to a dead-letter queue.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::CommitConflict(_) => true,
-            Error::Catalog { retryable, .. } => *retryable,
-            Error::Storage(e) => e.is_retryable(),
-            Error::Delta(e) => e.is_retryable(),
-            Error::Plan(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-
     /// The Delta log of `table` is not usable, for `reason`.
     pub fn malformed(table: impl std::fmt::Display, reason: impl std::fmt::Display) -> Self {
         Error::Delta(lakemirror_delta::Error::malformed(table, reason))
@@ -106,6 +95,23 @@ impl Error {
         Error::DataFile {
             location: location.as_ref().to_string(),
             reason: reason.to_string(),
+        }
+    }
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::CommitConflict(_) => ErrorKind::Retry,
+            Error::Catalog { retryable, .. } => match retryable {
+                true => ErrorKind::Retry,
+                false => ErrorKind::Table,
+            },
+            Error::Storage(e) => e.kind(),
+            Error::Delta(e) => e.kind(),
+            Error::Plan(e) => e.kind(),
+            Error::Bug(_) => ErrorKind::Bug,
+            _ => ErrorKind::Table,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The reverse sync's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
 use std::fmt;
 
 /// Result alias of lakemirror-lakebase.
@@ -102,19 +103,6 @@ pub enum Setting {
 }
 
 impl Error {
-    /// Whether running the same sync again may succeed without anyone changing anything.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Postgres { retryable, .. } => *retryable,
-            Error::OutOfTime(_) => true,
-            Error::FixedBy { source, .. } => source.is_retryable(),
-            Error::Storage(e) => e.is_retryable(),
-            Error::Delta(e) => e.is_retryable(),
-            Error::Unity(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-
     /// Whether an object the sync read does not exist (a vacuumed data file).
     pub fn is_not_found(&self) -> bool {
         match self {
@@ -149,6 +137,28 @@ impl Error {
         Error::Data {
             location: location.to_string(),
             reason: reason.to_string(),
+        }
+    }
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Postgres { retryable, .. } => match retryable {
+                true => ErrorKind::Retry,
+                false => ErrorKind::Table,
+            },
+            Error::OutOfTime(_) => ErrorKind::Retry,
+            Error::FixedBy { source, .. } => match source.kind() {
+                ErrorKind::Retry => ErrorKind::Retry,
+                _ => ErrorKind::Configuration,
+            },
+            Error::Storage(e) => e.kind(),
+            Error::Delta(e) => e.kind(),
+            Error::Unity(e) => e.kind(),
+            Error::Config(_) => ErrorKind::Configuration,
+            Error::Bug { .. } => ErrorKind::Bug,
+            _ => ErrorKind::Table,
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use lakemirror_events::trigger::{Delivery, TableTrigger, batch_response};
-use lakemirror_runtime::Failures;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
+use lakemirror_runtime::{Failures, Kind};
 use std::time::Duration;
 
 use crate::SyncReport;
@@ -120,8 +120,8 @@ impl Batch {
                     return;
                 }
                 tracing::error!(%table, delta_version = trigger.newest_version, error = %e, permanent = true, "sync cannot succeed");
-                if let Error::SourceMissing { glue_table, .. } = &e {
-                    MetricRecord::new("Table", glue_table.as_str())
+                if let Error::SourceMissing { catalog_table, .. } = &e {
+                    MetricRecord::new("Table", catalog_table.as_str())
                         .with(Metric::SourceMissing, 1)
                         .emit();
                 }

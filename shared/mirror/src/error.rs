@@ -1,5 +1,7 @@
 //! The mirror crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-mirror.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,9 +15,12 @@ pub enum Error {
 
     /// A mirror exists but its Delta table is gone. Permanent until the table comes back.
     #[error(
-        "the Delta table at {table} is missing (no commit and no checkpoint in its _delta_log), but Glue table {glue_table} still mirrors it. The Glue table was left as it is: restore the Delta table, or sync with on-missing-source=drop to delete the Glue table"
+        "the Delta table at {table} is missing (no commit and no checkpoint in its _delta_log), but catalog table {catalog_table} still mirrors it. The catalog table was left as it is: restore the Delta table, or sync with on-missing-source=drop to delete it"
     )]
-    SourceMissing { table: String, glue_table: String },
+    SourceMissing {
+        table: String,
+        catalog_table: String,
+    },
 
     /// A Delta table inside another table's folder: the outer table's writer controls it.
     /// Permanent.
@@ -82,27 +87,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether running the same sync or invocation again may succeed without anyone
-    /// changing anything (throttling, conflicts, 5xx). Permanent errors go to a dead-letter
-    /// queue.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Iceberg(e) => e.is_retryable(),
-            Error::DeadLetter(e) => e.is_retryable(),
-            Error::OutOfTime(_) => true,
-            Error::SourceMissing { .. }
-            | Error::NestedTable { .. }
-            | Error::NotAMirror(_)
-            | Error::Discovery { .. }
-            | Error::Spill { .. }
-            | Error::FanOut(_)
-            | Error::Setting { .. }
-            | Error::NotAllowed(_)
-            | Error::Unparked(_)
-            | Error::Bug { .. } => false,
-        }
-    }
-
     /// The Delta log of `table` is not usable, for `reason`.
     pub fn malformed(table: impl std::fmt::Display, reason: impl std::fmt::Display) -> Self {
         Error::from(lakemirror_delta::Error::malformed(table, reason))
@@ -170,3 +154,22 @@ through_iceberg!(
     iceberg::Error,
     serde_json::Error
 );
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Iceberg(e) => e.kind(),
+            Error::DeadLetter(e) => e.kind(),
+            Error::OutOfTime(_) => ErrorKind::Retry,
+            Error::Setting { .. } | Error::NotAllowed(_) => ErrorKind::Configuration,
+            Error::Bug { .. } => ErrorKind::Bug,
+            Error::SourceMissing { .. }
+            | Error::NestedTable { .. }
+            | Error::NotAMirror(_)
+            | Error::Discovery { .. }
+            | Error::Spill { .. }
+            | Error::FanOut(_)
+            | Error::Unparked(_) => ErrorKind::Table,
+        }
+    }
+}

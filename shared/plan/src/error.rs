@@ -1,5 +1,6 @@
 //! The planning crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
 use std::fmt;
 
 /// Result alias of lakemirror-plan.
@@ -66,17 +67,19 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether planning again may succeed without anyone changing anything (never: a plan is
-    /// a pure function of what was read).
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Delta(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-
     /// The Delta log of `table` is not usable, for `reason`.
     pub fn malformed(table: impl fmt::Display, reason: impl fmt::Display) -> Self {
         Error::Delta(lakemirror_delta::Error::malformed(table, reason))
+    }
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Delta(e) => e.kind(),
+            Error::Setting { .. } => ErrorKind::Configuration,
+            // A plan is a pure function of what was read: planning again gives the same.
+            _ => ErrorKind::Table,
+        }
     }
 }

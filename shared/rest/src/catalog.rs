@@ -11,6 +11,7 @@ use lakemirror_iceberg::Error;
 use lakemirror_iceberg::catalog::{
     Catalog, CatalogCommit, CatalogEntry, IcebergEntry, MAX_LISTING_PAGES, too_many_pages,
 };
+use lakemirror_runtime::Kind;
 use lakemirror_storage::budget::{self, BodyError};
 use lakemirror_storage::service_url::path_segment;
 use lakemirror_storage::{IoCounters, with_causes};

@@ -1,5 +1,7 @@
 //! The storage crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-storage.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -85,25 +87,6 @@ impl Error {
         }
     }
 
-    /// Whether the same request may succeed later without anyone changing anything
-    /// (throttling, 5xx, a connection reset).
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            // NotFound stays retryable: a commit cleaned up between listing and reading is
-            // found missing on the next try, which takes the rebuild path.
-            Error::Store(e) => !matches!(
-                e,
-                object_store::Error::InvalidPath { .. }
-                    | object_store::Error::PermissionDenied { .. }
-                    | object_store::Error::Unauthenticated { .. }
-            ),
-            Error::TooLarge { fits_alone, .. } | Error::TooLargeParsed { fits_alone, .. } => {
-                *fits_alone
-            }
-            Error::Location { .. } | Error::Outside { .. } | Error::Secret { .. } => false,
-        }
-    }
-
     /// Whether the object did not fit a table's share of the memory budget but fits the
     /// whole budget: run alone, the work reads it.
     pub fn needs_whole_budget(&self) -> bool {
@@ -146,4 +129,28 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            // NotFound stays retryable: a commit cleaned up between listing and reading is
+            // found missing on the next try, which takes the rebuild path.
+            Error::Store(
+                object_store::Error::InvalidPath { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. },
+            ) => ErrorKind::Table,
+            Error::Store(_) => ErrorKind::Retry,
+            // An object that fits the whole budget is read again, alone.
+            Error::TooLarge { fits_alone, .. } | Error::TooLargeParsed { fits_alone, .. } => {
+                match fits_alone {
+                    true => ErrorKind::Retry,
+                    false => ErrorKind::Table,
+                }
+            }
+            Error::Location { .. } | Error::Outside { .. } => ErrorKind::Table,
+            Error::Secret { .. } => ErrorKind::Configuration,
+        }
+    }
 }

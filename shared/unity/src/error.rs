@@ -1,5 +1,7 @@
 //! The Unity Catalog crate's one error type.
 
+use lakemirror_runtime::{ErrorKind, Kind};
+
 /// Result alias of lakemirror-unity.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -79,17 +81,6 @@ pub enum Setting {
 }
 
 impl Error {
-    /// Whether the same request may succeed later without anyone changing anything.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Unity { retryable, .. } => *retryable,
-            Error::FixedBy { source, .. } => source.is_retryable(),
-            Error::Storage(e) => e.is_retryable(),
-            Error::Delta(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-
     /// The setting that fixes this error, when one does.
     pub fn setting(&self) -> Option<Setting> {
         match self {
@@ -103,6 +94,25 @@ impl Error {
         Error::FixedBy {
             setting,
             source: Box::new(self),
+        }
+    }
+}
+
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Unity { retryable, .. } => match retryable {
+                true => ErrorKind::Retry,
+                false => ErrorKind::Table,
+            },
+            Error::FixedBy { source, .. } => match source.kind() {
+                ErrorKind::Retry => ErrorKind::Retry,
+                _ => ErrorKind::Configuration,
+            },
+            Error::Storage(e) => e.kind(),
+            Error::Delta(e) => e.kind(),
+            Error::Bug { .. } => ErrorKind::Bug,
+            _ => ErrorKind::Table,
         }
     }
 }

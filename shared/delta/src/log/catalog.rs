@@ -186,6 +186,8 @@ impl DeltaLog {
 mod tests {
     use std::sync::Arc;
 
+    use lakemirror_runtime::Kind;
+
     use super::*;
     use crate::catalog_managed::CatalogManaged;
     use crate::log::{CommitsSince, DeltaSnapshot};

@@ -1,0 +1,55 @@
+//! What the runtime does with an error, decided once for every crate: each crate's error
+//! says which [`ErrorKind`] it is ([`Kind::kind`]), and the functions act on the kind: work
+//! that may pass is retried (its messages redelivered), a table that cannot succeed as it
+//! is fails alone (its messages parked), a deployment's wrong setting and a bug of
+//! lakemirror's are told apart in logs and messages.
+
+/// What an error is, for whoever handles it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The same work may succeed later without anyone changing anything (throttling, a 5xx,
+    /// a lost race, a catalog that is down, out of time): it is retried.
+    Retry,
+    /// This table (or this request) cannot succeed as it is: it fails alone, and the rest of
+    /// the batch goes on. Its error says what to change.
+    Table,
+    /// The deployment's configuration is wrong (a setting, a permission it sets): nothing it
+    /// serves succeeds until an operator changes it.
+    Configuration,
+    /// lakemirror itself went wrong: a panic, a state it never writes. Reported as a bug.
+    Bug,
+}
+
+/// An error that knows its [`ErrorKind`]: the one thing each crate's error decides.
+pub trait Kind {
+    fn kind(&self) -> ErrorKind;
+
+    /// Whether running the same work again may succeed without anyone changing anything.
+    fn is_retryable(&self) -> bool {
+        self.kind() == ErrorKind::Retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Throttled;
+    impl Kind for Throttled {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Retry
+        }
+    }
+    struct Refused;
+    impl Kind for Refused {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Configuration
+        }
+    }
+
+    #[test]
+    fn only_a_retry_is_retried() {
+        assert!(Throttled.is_retryable());
+        assert!(!Refused.is_retryable());
+    }
+}
