@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use lakemirror_mirror::discover::{Progress, backfill, discover_tables, plan_names};
+use lakemirror_mirror::discover::{
+    Backfilled, PlannedMirror, Progress, backfill, discover_tables, plan_names,
+};
 use lakemirror_mirror::settings::{SETTINGS, Setting};
 use lakemirror_mirror::status::{one_line, text_table};
 use lakemirror_mirror::{SyncRequest, SyncSettings, sync_table};
@@ -232,27 +234,7 @@ async fn run_discover(
                 return ExitCode::from(2);
             }
         };
-        let rows = planned
-            .iter()
-            .map(|p| {
-                vec![
-                    p.table_uri.clone(),
-                    p.glue_table.clone(),
-                    if p.collides_with.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "same Glue table as {} (use --table-name-from-path path)",
-                            p.collides_with.join(", ")
-                        )
-                    },
-                ]
-            })
-            .collect();
-        eprintln!(
-            "{}",
-            text_table(&["DELTA TABLE", "GLUE TABLE", "NOTE"], rows)
-        );
+        print_dry_run(&planned);
         return print_json(&serde_json::json!({ "dry_run": true, "tables": planned }));
     }
     let lake = context.lake();
@@ -302,6 +284,62 @@ async fn run_discover(
     if terminal {
         eprintln!();
     }
+    print_results(&finished);
+    let failed = finished.iter().filter(|f| f.outcome.is_err()).count();
+    eprintln!(
+        "{} of {} table(s) mirrored, {failed} failed, in {:.1} s",
+        finished.len() - failed,
+        finished.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let tables: Vec<serde_json::Value> = finished
+        .iter()
+        .map(|f| match &f.outcome {
+            Ok(report) => serde_json::json!({ "table_uri": f.table_uri, "report": report }),
+            Err(e) => serde_json::json!({ "table_uri": f.table_uri, "error": e.to_string() }),
+        })
+        .collect();
+    let printed = print_json(&serde_json::json!({
+        "discovered": finished.len(),
+        "mirrored": finished.len() - failed,
+        "failed": failed,
+        "tables": tables,
+    }));
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        printed
+    }
+}
+
+/// The tables a dry run would mirror, and the Glue table each would take, as a table on
+/// stderr.
+fn print_dry_run(planned: &[PlannedMirror]) {
+    let rows = planned
+        .iter()
+        .map(|p| {
+            vec![
+                p.table_uri.clone(),
+                p.glue_table.clone(),
+                if p.collides_with.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "same Glue table as {} (use --table-name-from-path path)",
+                        p.collides_with.join(", ")
+                    )
+                },
+            ]
+        })
+        .collect();
+    eprintln!(
+        "{}",
+        text_table(&["DELTA TABLE", "GLUE TABLE", "NOTE"], rows)
+    );
+}
+
+/// What the back-fill did to each table, as a table on stderr.
+fn print_results(finished: &[Backfilled]) {
     let rows = finished
         .iter()
         .map(|f| match &f.outcome {
@@ -333,31 +371,6 @@ async fn run_discover(
             rows
         )
     );
-    let failed = finished.iter().filter(|f| f.outcome.is_err()).count();
-    eprintln!(
-        "{} of {} table(s) mirrored, {failed} failed, in {:.1} s",
-        finished.len() - failed,
-        finished.len(),
-        started.elapsed().as_secs_f64()
-    );
-    let tables: Vec<serde_json::Value> = finished
-        .iter()
-        .map(|f| match &f.outcome {
-            Ok(report) => serde_json::json!({ "table_uri": f.table_uri, "report": report }),
-            Err(e) => serde_json::json!({ "table_uri": f.table_uri, "error": e.to_string() }),
-        })
-        .collect();
-    let printed = print_json(&serde_json::json!({
-        "discovered": finished.len(),
-        "mirrored": finished.len() - failed,
-        "failed": failed,
-        "tables": tables,
-    }));
-    if failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        printed
-    }
 }
 
 /// Prints `value` as the last line on stdout.

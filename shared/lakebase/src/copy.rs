@@ -89,54 +89,26 @@ fn encode_value(
         }
         PgType::SmallInt => {
             out.put_i32(2);
-            out.put_i16(
-                array
-                    .as_primitive_opt::<Int16Type>()
-                    .ok_or_else(wrong)?
-                    .value(row),
-            );
+            out.put_i16(primitive::<Int16Type>(array, row, wrong)?);
         }
         PgType::Integer => {
             out.put_i32(4);
-            out.put_i32(
-                array
-                    .as_primitive_opt::<Int32Type>()
-                    .ok_or_else(wrong)?
-                    .value(row),
-            );
+            out.put_i32(primitive::<Int32Type>(array, row, wrong)?);
         }
         PgType::BigInt => {
             out.put_i32(8);
-            out.put_i64(
-                array
-                    .as_primitive_opt::<Int64Type>()
-                    .ok_or_else(wrong)?
-                    .value(row),
-            );
+            out.put_i64(primitive::<Int64Type>(array, row, wrong)?);
         }
         PgType::Real => {
             out.put_i32(4);
-            out.put_f32(
-                array
-                    .as_primitive_opt::<Float32Type>()
-                    .ok_or_else(wrong)?
-                    .value(row),
-            );
+            out.put_f32(primitive::<Float32Type>(array, row, wrong)?);
         }
         PgType::Double => {
             out.put_i32(8);
-            out.put_f64(
-                array
-                    .as_primitive_opt::<Float64Type>()
-                    .ok_or_else(wrong)?
-                    .value(row),
-            );
+            out.put_f64(primitive::<Float64Type>(array, row, wrong)?);
         }
         PgType::Numeric { scale, .. } => {
-            let unscaled = array
-                .as_primitive_opt::<Decimal128Type>()
-                .ok_or_else(wrong)?
-                .value(row);
+            let unscaled = primitive::<Decimal128Type>(array, row, wrong)?;
             put_with_length(out, &numeric(unscaled, *scale));
         }
         PgType::Text => {
@@ -153,18 +125,12 @@ fn encode_value(
             );
         }
         PgType::Date => {
-            let days = array
-                .as_primitive_opt::<Date32Type>()
-                .ok_or_else(wrong)?
-                .value(row);
+            let days = primitive::<Date32Type>(array, row, wrong)?;
             out.put_i32(4);
             out.put_i32(days - PG_EPOCH_DAYS);
         }
         PgType::Timestamptz | PgType::Timestamp => {
-            let micros = array
-                .as_primitive_opt::<TimestampMicrosecondType>()
-                .ok_or_else(wrong)?
-                .value(row);
+            let micros = primitive::<TimestampMicrosecondType>(array, row, wrong)?;
             out.put_i32(8);
             out.put_i64(micros - PG_EPOCH_MICROS);
         }
@@ -184,6 +150,15 @@ fn encode_value(
         }
     }
     Ok(())
+}
+
+/// Row `row` of `array` as a value of Arrow type `T`; `wrong` says why not.
+fn primitive<T: arrow_array::ArrowPrimitiveType>(
+    array: &dyn Array,
+    row: usize,
+    wrong: impl Fn() -> String,
+) -> Result<T::Native, String> {
+    Ok(array.as_primitive_opt::<T>().ok_or_else(wrong)?.value(row))
 }
 
 fn put_with_length(out: &mut BytesMut, bytes: &[u8]) {

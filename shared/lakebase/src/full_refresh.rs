@@ -9,7 +9,7 @@ use tokio_postgres::Transaction;
 use crate::config::{Mode, SyncedTable};
 use crate::error::Result;
 use crate::postgres::{TableName, pg_error, quote_ident, quote_literal};
-use crate::read::{Rows, source_columns};
+use crate::read::{Rows, SourceColumn, source_columns};
 use crate::state::{SyncState, write_state};
 use crate::sync::{Applied, check_primary_key, copy_rows, duplicate_key, readable_metadata};
 use crate::types::TargetTypes;
@@ -56,6 +56,65 @@ pub(crate) async fn full_refresh(
         "lakemirror_new_{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     ));
+    create_staging(tx, target, &staging, &columns, table).await?;
+    let mut files: Vec<_> = snapshot.active.files.values().collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let loaded = copy_rows(
+        tx,
+        store,
+        &columns,
+        files.into_iter().map(|add| (add.clone(), Rows::Live)),
+        &staging,
+        table,
+    )
+    .await?;
+    lakemirror_runtime::crash::point("lakebase-after-copy");
+    if !table.primary_key.is_empty() {
+        let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
+        tx.batch_execute(&format!(
+            "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
+            staging.sql(),
+            quote_ident(&pkey_name(&staging.table)),
+            keys.join(", ")
+        ))
+        .await
+        .map_err(|e| duplicate_key(target, &uri, table.show_values, e))?;
+    }
+    lakemirror_runtime::crash::point("lakebase-after-index");
+    swap_in(tx, target, &staging, exists, table, &uri).await?;
+    lakemirror_runtime::crash::point("lakebase-after-swap");
+    let rows = i64::try_from(loaded).unwrap_or(i64::MAX);
+    write_state(
+        tx,
+        table,
+        &uri,
+        Mode::FullRefresh,
+        snapshot.version,
+        rows,
+        metadata,
+    )
+    .await?;
+    Ok(Applied {
+        version: snapshot.version,
+        inserted: loaded,
+        updated: 0,
+        deleted: u64::try_from(previous_rows).unwrap_or(0),
+        up_to_date: false,
+        catalog_managed: snapshot.catalog_managed.clone(),
+        ..Applied::default()
+    }
+    .with_columns(target, &columns))
+}
+
+/// Creates the new table `staging` beside `target` (and `target`'s schema when it is not
+/// there), with the source's columns, their defaults and the primary key's NOT NULL.
+async fn create_staging(
+    tx: &Transaction<'_>,
+    target: &TableName,
+    staging: &TableName,
+    columns: &[SourceColumn],
+    table: &SyncedTable,
+) -> Result<()> {
     let column_list: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -94,32 +153,22 @@ pub(crate) async fn full_refresh(
     ))
     .await
     .map_err(|e| pg_error(&format!("creating {staging}"), e))?;
-    let mut files: Vec<_> = snapshot.active.files.values().collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    let loaded = copy_rows(
-        tx,
-        store,
-        &columns,
-        files.into_iter().map(|add| (add.clone(), Rows::Live)),
-        &staging,
-        table,
-    )
-    .await?;
-    lakemirror_runtime::crash::point("lakebase-after-copy");
-    if !table.primary_key.is_empty() {
-        let keys: Vec<String> = table.primary_key.iter().map(|k| quote_ident(k)).collect();
-        tx.batch_execute(&format!(
-            "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
-            staging.sql(),
-            quote_ident(&pkey_name(&staging.table)),
-            keys.join(", ")
-        ))
-        .await
-        .map_err(|e| duplicate_key(target, &uri, table.show_values, e))?;
-    }
-    lakemirror_runtime::crash::point("lakebase-after-index");
+    Ok(())
+}
+
+/// Puts the loaded `staging` table in `target`'s place: the old table's grants carried over
+/// and the old table dropped (when it `exists`), then the name, the comment and the primary
+/// key's index name taken.
+async fn swap_in(
+    tx: &Transaction<'_>,
+    target: &TableName,
+    staging: &TableName,
+    exists: bool,
+    table: &SyncedTable,
+    uri: &str,
+) -> Result<()> {
     if exists {
-        copy_grants(tx, target, &staging).await?;
+        copy_grants(tx, target, staging).await?;
         tx.batch_execute(&format!("DROP TABLE {}", target.sql()))
             .await
             .map_err(|e| pg_error(&format!("dropping the old {target}"), e))?;
@@ -144,28 +193,7 @@ pub(crate) async fn full_refresh(
         .await
         .map_err(|e| pg_error("naming the primary key", e))?;
     }
-    lakemirror_runtime::crash::point("lakebase-after-swap");
-    let rows = i64::try_from(loaded).unwrap_or(i64::MAX);
-    write_state(
-        tx,
-        table,
-        &uri,
-        Mode::FullRefresh,
-        snapshot.version,
-        rows,
-        metadata,
-    )
-    .await?;
-    Ok(Applied {
-        version: snapshot.version,
-        inserted: loaded,
-        updated: 0,
-        deleted: u64::try_from(previous_rows).unwrap_or(0),
-        up_to_date: false,
-        catalog_managed: snapshot.catalog_managed.clone(),
-        ..Applied::default()
-    }
-    .with_columns(target, &columns))
+    Ok(())
 }
 
 /// The old table's owner and table privileges (from its ACL: every grant, with its grant

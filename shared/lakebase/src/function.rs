@@ -18,6 +18,7 @@ use lakemirror_runtime::Failures;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
 use lakemirror_storage::uri::{plain_location, table_prefixes};
 use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
+use lakemirror_unity::UnityCatalog;
 use lakemirror_unity::function::UnityConfig;
 
 use crate::config::{Conflict, SyncedTable, parse_config};
@@ -223,31 +224,12 @@ impl LakebaseSyncFunction {
         // Commit events of tables not synced here end before any connection is opened: a
         // burst of commits elsewhere costs the database nothing. Each announced table keeps
         // the messages that announced it.
-        let mut chosen: Vec<(&SyncedTable, Vec<String>)> = Vec::new();
-        if !announced.is_empty() {
-            for table in &tables {
-                let location = match (table.source_path(), &unity) {
-                    (Some(path), _) => Some(path.to_string()),
-                    // A Unity Catalog source: its storage location, as UC has it now.
-                    (None, Some(uc)) => uc
-                        .get_table(&table.source.to_string())
-                        .await?
-                        .and_then(|t| t.storage_location),
-                    (None, None) => None,
-                };
-                let Some(location) = location.map(|l| canonical_uri(&l)) else {
-                    continue;
-                };
-                if let Some(commits) = announced.iter().find(|t| t.table_uri == location) {
-                    chosen.push((table, commits.message_ids.clone()));
-                }
-            }
-            if chosen.is_empty() {
-                return Ok(LakebaseOutcome {
-                    skipped: tables.len(),
-                    ..LakebaseOutcome::default()
-                });
-            }
+        let mut chosen = announced_tables(&tables, announced, unity.as_ref()).await?;
+        if !announced.is_empty() && chosen.is_empty() {
+            return Ok(LakebaseOutcome {
+                skipped: tables.len(),
+                ..LakebaseOutcome::default()
+            });
         }
         let libpq = |name: &str| self.config.libpq.get(name).cloned();
         let connection = Connection::new(
@@ -328,21 +310,7 @@ impl LakebaseSyncFunction {
                     }
                 }
             };
-            match finished {
-                Ok(report) => {
-                    tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
-                    reverse_sync_metrics(&report).emit();
-                    outcome.synced.push(report);
-                }
-                Err(e) => {
-                    tracing::error!(target = %table.target, error = %e, "sync failed");
-                    MetricRecord::new("Target", table.target.to_string())
-                        .with(Metric::ReverseSyncFailed, 1)
-                        .emit();
-                    let target = table.target.to_string();
-                    outcome.failures.record("target", &target, message_ids, e);
-                }
-            }
+            outcome.finished(table, message_ids, finished);
         }
         outcome.failures.log();
         Ok(outcome)
@@ -493,6 +461,64 @@ fn reverse_sync_metrics(report: &LakebaseReport) -> MetricRecord {
             report.rows_inserted + report.rows_updated + report.rows_deleted,
         )
         .with(Metric::ReverseSyncDuration, report.elapsed_ms)
+}
+
+/// The configured tables that `announced` names (commit events), each with the messages that
+/// announced it; none when nothing was announced (a schedule tick). A Unity Catalog source is
+/// matched by its storage location as the catalog has it now.
+async fn announced_tables<'t>(
+    tables: &'t [SyncedTable],
+    announced: &[AnnouncedTable],
+    unity: Option<&UnityCatalog>,
+) -> Result<Vec<(&'t SyncedTable, Vec<String>)>> {
+    let mut chosen = Vec::new();
+    if announced.is_empty() {
+        return Ok(chosen);
+    }
+    for table in tables {
+        let location = match (table.source_path(), unity) {
+            (Some(path), _) => Some(path.to_string()),
+            (None, Some(uc)) => uc
+                .get_table(&table.source.to_string())
+                .await?
+                .and_then(|t| t.storage_location),
+            (None, None) => None,
+        };
+        let Some(location) = location.map(|l| canonical_uri(&l)) else {
+            continue;
+        };
+        if let Some(commits) = announced.iter().find(|t| t.table_uri == location) {
+            chosen.push((table, commits.message_ids.clone()));
+        }
+    }
+    Ok(chosen)
+}
+
+impl LakebaseOutcome {
+    /// What one table's sync came to: its report (logged, its metrics emitted), or its
+    /// failure, recorded with the messages that announced it.
+    fn finished(
+        &mut self,
+        table: &SyncedTable,
+        message_ids: &[String],
+        finished: Result<LakebaseReport>,
+    ) {
+        match finished {
+            Ok(report) => {
+                tracing::info!(target = %report.target, delta_version = report.delta_version, mode = report.mode, inserted = report.rows_inserted, updated = report.rows_updated, deleted = report.rows_deleted, "synced");
+                reverse_sync_metrics(&report).emit();
+                self.synced.push(report);
+            }
+            Err(e) => {
+                tracing::error!(target = %table.target, error = %e, "sync failed");
+                MetricRecord::new("Target", table.target.to_string())
+                    .with(Metric::ReverseSyncFailed, 1)
+                    .emit();
+                let target = table.target.to_string();
+                self.failures.record("target", &target, message_ids, e);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

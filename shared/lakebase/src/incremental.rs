@@ -16,7 +16,7 @@ use crate::sync::{
     Applied, check_primary_key, copy_rows, key_text, readable_metadata, values_hidden,
 };
 use crate::types::{PgType, TargetTypes};
-use lakemirror_delta::{CommitsSince, DeltaLog};
+use lakemirror_delta::{CommitsSince, DeltaLog, Metadata};
 use lakemirror_storage::TableStorage;
 
 /// Applies the commits after the synced version to the target by primary key. None when
@@ -103,9 +103,51 @@ pub(crate) async fn apply_increment(
         tracing::info!(%target, rows_read = read, table_rows = state.rows, "the changed files hold most of the table (Delta rewrote them whole); a full refresh is cheaper");
         return Ok(None);
     }
-    for column in &added_columns {
-        // The default after the column: ADD COLUMN … DEFAULT would give it to the rows there
-        // already, which Delta readers read as null (their files predate the column).
+    add_columns(tx, target, &added_columns).await?;
+    let previous = state.metadata.as_ref();
+    set_defaults(
+        tx,
+        target,
+        previous,
+        &columns,
+        &added_columns,
+        changed_metadata,
+    )
+    .await?;
+    let mut applied = Applied {
+        version,
+        ..Applied::default()
+    }
+    .with_columns(target, &columns);
+    if !changes.is_empty() {
+        match apply_changes(tx, store, table, &columns, &changes).await {
+            Ok((inserted, updated, deleted)) => {
+                applied.inserted = inserted;
+                applied.updated = updated;
+                applied.deleted = deleted;
+            }
+            Err(e) if e.is_not_found() => {
+                tracing::warn!(%target, error = %e, "a data file the increment needs is gone (vacuumed); refreshing fully");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    lakemirror_runtime::crash::point("lakebase-increment-after-apply");
+    let rows = state.rows + applied.inserted as i64 - applied.deleted as i64;
+    write_state(tx, table, &uri, Mode::Incremental, version, rows, &metadata).await?;
+    Ok(Some(applied))
+}
+
+/// Adds the columns Delta added, without their default: `ADD COLUMN … DEFAULT` would give
+/// it to the rows there already, which Delta readers read as null (their files predate the
+/// column). [`set_defaults`] sets it after.
+async fn add_columns(
+    tx: &Transaction<'_>,
+    target: &TableName,
+    added_columns: &[&SourceColumn],
+) -> Result<()> {
+    for column in added_columns {
         tx.batch_execute(&format!(
             "ALTER TABLE {} ADD COLUMN {} {}",
             target.sql(),
@@ -120,11 +162,21 @@ pub(crate) async fn apply_increment(
             )
         })?;
     }
-    let previous = state
-        .metadata
-        .as_ref()
-        .map(|m| current_defaults(&m.schema_string));
-    for column in &columns {
+    Ok(())
+}
+
+/// Sets or drops the default of each column whose Delta default changed since `previous`
+/// (the synced metadata), and gives an added column its default.
+async fn set_defaults(
+    tx: &Transaction<'_>,
+    target: &TableName,
+    previous: Option<&Metadata>,
+    columns: &[SourceColumn],
+    added_columns: &[&SourceColumn],
+    changed_metadata: bool,
+) -> Result<()> {
+    let previous = previous.map(|m| current_defaults(&m.schema_string));
+    for column in columns {
         let added = added_columns
             .iter()
             .any(|a| a.copy.name == column.copy.name);
@@ -159,29 +211,7 @@ pub(crate) async fn apply_increment(
             )
         })?;
     }
-    let mut applied = Applied {
-        version,
-        ..Applied::default()
-    }
-    .with_columns(target, &columns);
-    if !changes.is_empty() {
-        match apply_changes(tx, store, table, &columns, &changes).await {
-            Ok((inserted, updated, deleted)) => {
-                applied.inserted = inserted;
-                applied.updated = updated;
-                applied.deleted = deleted;
-            }
-            Err(e) if e.is_not_found() => {
-                tracing::warn!(%target, error = %e, "a data file the increment needs is gone (vacuumed); refreshing fully");
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    lakemirror_runtime::crash::point("lakebase-increment-after-apply");
-    let rows = state.rows + applied.inserted as i64 - applied.deleted as i64;
-    write_state(tx, table, &uri, Mode::Incremental, version, rows, &metadata).await?;
-    Ok(Some(applied))
+    Ok(())
 }
 
 /// Loads the changed rows into temporary tables and applies them: keys that left the table

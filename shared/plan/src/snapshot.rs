@@ -443,46 +443,10 @@ pub fn plan_commits(
             commit.protocol.as_ref().unwrap_or(&default_protocol),
             commit.metadata.as_ref(),
         )?;
-        let mut new_schema = None;
-        let mut physical = HashMap::new();
-        let mut v3_types = BTreeMap::new();
-        let (mut new_mapping, mut new_omitted, mut new_widened) = (None, None, None);
-        if let Some(metadata) = &commit.metadata {
-            if view.delta_version.is_some() && !view.column_mapped && column_mapped(metadata) {
-                return Err(renumbered(table, commit.version));
-            }
-            let next = next_schema(table, Some(&view), metadata, view.format_version)?;
-            if !same_partitioning(&view, metadata, &next.partition_keys)
-                || view.partition_zone != next.partition_zone
-            {
-                return Err(repartitioned(table, commit.version, &view, metadata));
-            }
-            view.row_lineage = row_lineage_carried(view.format_version, metadata);
-            view.partition_columns = metadata.partition_columns.clone();
-            view.partition_keys = next.partition_keys;
-            view.physical_names = next.physical_names.clone();
-            if view.name_mapping.as_ref() != Some(&next.name_mapping) {
-                view.name_mapping = Some(next.name_mapping.clone());
-                new_mapping = Some(next.name_mapping);
-            }
-            if view.omitted_columns != next.omitted_columns {
-                view.omitted_columns = next.omitted_columns.clone();
-                new_omitted = Some(next.omitted_columns);
-            }
-            if view.widened_to_long != next.widened_to_long {
-                view.widened_to_long = next.widened_to_long.clone();
-                new_widened = Some(next.widened_to_long);
-            }
-            let (schema, changed) = (next.schema, next.changed);
-            physical = next.physical_names;
-            if changed {
-                v3_types = next.v3_types;
-                view.last_column_id = view.last_column_id.max(schema.highest_field_id());
-                view.schema = schema.clone();
-                view.next_schema_id += 1;
-                new_schema = Some(schema);
-            }
-        }
+        let changed = match &commit.metadata {
+            Some(metadata) => metadata_change(table, &mut view, metadata, commit.version)?,
+            None => MetadataChange::default(),
+        };
         let partitions = PartitionReading {
             columns: &view.partition_columns,
             keys: &view.partition_keys,
@@ -533,12 +497,12 @@ pub fn plan_commits(
                     .min(commit.timestamp_ms)
             }),
             operation,
-            schema: new_schema,
-            physical_names: physical,
-            name_mapping: new_mapping,
-            omitted_columns: new_omitted,
-            widened_to_long: new_widened,
-            v3_types,
+            schema: changed.schema,
+            physical_names: changed.physical_names,
+            name_mapping: changed.name_mapping,
+            omitted_columns: changed.omitted_columns,
+            widened_to_long: changed.widened_to_long,
+            v3_types: changed.v3_types,
             partition_zone: commit.metadata.as_ref().map(zone_setting),
             partition_columns: view.partition_columns.clone(),
             added,
@@ -559,6 +523,63 @@ pub fn plan_commits(
         });
     }
     Ok(plans)
+}
+
+/// What one commit's metaData changes of the mirror: each field is None (empty) when it
+/// stays as the view has it.
+#[derive(Default)]
+struct MetadataChange {
+    schema: Option<Schema>,
+    physical_names: HashMap<i32, String>,
+    name_mapping: Option<NameMapping>,
+    omitted_columns: Option<Vec<OmittedDeclaration>>,
+    widened_to_long: Option<Vec<String>>,
+    v3_types: BTreeMap<i32, String>,
+}
+
+/// The change commit `version`'s `metadata` makes, applied to `view`; refused when the
+/// mirror cannot follow it (column mapping turned on, a new partitioning).
+fn metadata_change(
+    table: &str,
+    view: &mut IcebergView,
+    metadata: &Metadata,
+    version: i64,
+) -> Result<MetadataChange> {
+    let mut change = MetadataChange::default();
+    if view.delta_version.is_some() && !view.column_mapped && column_mapped(metadata) {
+        return Err(renumbered(table, version));
+    }
+    let next = next_schema(table, Some(&*view), metadata, view.format_version)?;
+    if !same_partitioning(view, metadata, &next.partition_keys)
+        || view.partition_zone != next.partition_zone
+    {
+        return Err(repartitioned(table, version, view, metadata));
+    }
+    view.row_lineage = row_lineage_carried(view.format_version, metadata);
+    view.partition_columns = metadata.partition_columns.clone();
+    view.partition_keys = next.partition_keys;
+    view.physical_names = next.physical_names.clone();
+    if view.name_mapping.as_ref() != Some(&next.name_mapping) {
+        view.name_mapping = Some(next.name_mapping.clone());
+        change.name_mapping = Some(next.name_mapping);
+    }
+    if view.omitted_columns != next.omitted_columns {
+        view.omitted_columns = next.omitted_columns.clone();
+        change.omitted_columns = Some(next.omitted_columns);
+    }
+    if view.widened_to_long != next.widened_to_long {
+        view.widened_to_long = next.widened_to_long.clone();
+        change.widened_to_long = Some(next.widened_to_long);
+    }
+    change.physical_names = next.physical_names;
+    if next.changed {
+        change.v3_types = next.v3_types;
+        view.last_column_id = view.last_column_id.max(next.schema.highest_field_id());
+        view.schema = next.schema.clone();
+        view.next_schema_id += 1;
+        change.schema = Some(next.schema);
+    }
+    Ok(change)
 }
 
 /// The retention in ms; one that cannot be read counts as 0 (expire eagerly: old snapshots

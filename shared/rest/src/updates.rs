@@ -40,76 +40,8 @@ pub fn commits(
     if previous.uuid() != next.uuid() {
         return Err(NotAnUpdate::NewTable);
     }
-    let mut first = Vec::new();
-    if next.format_version() > previous.format_version() {
-        first.push(TableUpdate::UpgradeFormatVersion {
-            format_version: next.format_version(),
-        });
-    }
-    let mut schemas: Vec<_> = next
-        .schemas_iter()
-        .filter(|s| previous.schema_by_id(s.schema_id()).is_none())
-        .collect();
-    schemas.sort_by_key(|s| s.schema_id());
-    first.extend(schemas.into_iter().map(|schema| TableUpdate::AddSchema {
-        schema: schema.as_ref().clone(),
-    }));
-    let mut specs: Vec<_> = next
-        .partition_specs_iter()
-        .filter(|s| previous.partition_spec_by_id(s.spec_id()).is_none())
-        .collect();
-    specs.sort_by_key(|s| s.spec_id());
-    first.extend(specs.into_iter().map(|spec| TableUpdate::AddSpec {
-        spec: UnboundPartitionSpec::from(spec.as_ref().clone()),
-    }));
-
-    let mut last = Vec::new();
-    if next.current_schema_id() != previous.current_schema_id() {
-        last.push(TableUpdate::SetCurrentSchema {
-            schema_id: next.current_schema_id(),
-        });
-    }
-    if next.default_partition_spec_id() != previous.default_partition_spec_id() {
-        last.push(TableUpdate::SetDefaultSpec {
-            spec_id: next.default_partition_spec_id(),
-        });
-    }
-    let kept: HashSet<i64> = next.snapshots().map(|s| s.snapshot_id()).collect();
-    let mut removed: Vec<i64> = previous
-        .snapshots()
-        .map(|s| s.snapshot_id())
-        .filter(|id| !kept.contains(id))
-        .collect();
-    removed.sort_unstable();
-    if !removed.is_empty() {
-        last.push(TableUpdate::RemoveSnapshots {
-            snapshot_ids: removed,
-        });
-    }
-    let changed: HashMap<String, String> = next
-        .properties()
-        .iter()
-        .filter(|(k, v)| previous.properties().get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if !changed.is_empty() {
-        last.push(TableUpdate::SetProperties { updates: changed });
-    }
-    let mut dropped: Vec<String> = previous
-        .properties()
-        .keys()
-        .filter(|k| !next.properties().contains_key(*k))
-        .cloned()
-        .collect();
-    dropped.sort();
-    if !dropped.is_empty() {
-        last.push(TableUpdate::RemoveProperties { removals: dropped });
-    }
-    if next.location() != previous.location() {
-        last.push(TableUpdate::SetLocation {
-            location: next.location().to_string(),
-        });
-    }
+    let first = added_structure(previous, next);
+    let mut last = set_state(previous, next);
 
     let known: HashSet<i64> = previous.snapshots().map(|s| s.snapshot_id()).collect();
     let mut added: Vec<_> = next
@@ -157,6 +89,87 @@ pub fn commits(
         });
     }
     Ok(commits)
+}
+
+/// What `next` adds before its snapshots: a newer format version, new schemas and new
+/// partition specs, in id order.
+fn added_structure(previous: &TableMetadata, next: &TableMetadata) -> Vec<TableUpdate> {
+    let mut first = Vec::new();
+    if next.format_version() > previous.format_version() {
+        first.push(TableUpdate::UpgradeFormatVersion {
+            format_version: next.format_version(),
+        });
+    }
+    let mut schemas: Vec<_> = next
+        .schemas_iter()
+        .filter(|s| previous.schema_by_id(s.schema_id()).is_none())
+        .collect();
+    schemas.sort_by_key(|s| s.schema_id());
+    first.extend(schemas.into_iter().map(|schema| TableUpdate::AddSchema {
+        schema: schema.as_ref().clone(),
+    }));
+    let mut specs: Vec<_> = next
+        .partition_specs_iter()
+        .filter(|s| previous.partition_spec_by_id(s.spec_id()).is_none())
+        .collect();
+    specs.sort_by_key(|s| s.spec_id());
+    first.extend(specs.into_iter().map(|spec| TableUpdate::AddSpec {
+        spec: UnboundPartitionSpec::from(spec.as_ref().clone()),
+    }));
+    first
+}
+
+/// What `next` sets after its snapshots: the current schema and default spec, the snapshots
+/// it no longer keeps, its properties and location.
+fn set_state(previous: &TableMetadata, next: &TableMetadata) -> Vec<TableUpdate> {
+    let mut last = Vec::new();
+    if next.current_schema_id() != previous.current_schema_id() {
+        last.push(TableUpdate::SetCurrentSchema {
+            schema_id: next.current_schema_id(),
+        });
+    }
+    if next.default_partition_spec_id() != previous.default_partition_spec_id() {
+        last.push(TableUpdate::SetDefaultSpec {
+            spec_id: next.default_partition_spec_id(),
+        });
+    }
+    let kept: HashSet<i64> = next.snapshots().map(|s| s.snapshot_id()).collect();
+    let mut removed: Vec<i64> = previous
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| !kept.contains(id))
+        .collect();
+    removed.sort_unstable();
+    if !removed.is_empty() {
+        last.push(TableUpdate::RemoveSnapshots {
+            snapshot_ids: removed,
+        });
+    }
+    let changed: HashMap<String, String> = next
+        .properties()
+        .iter()
+        .filter(|(k, v)| previous.properties().get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !changed.is_empty() {
+        last.push(TableUpdate::SetProperties { updates: changed });
+    }
+    let mut dropped: Vec<String> = previous
+        .properties()
+        .keys()
+        .filter(|k| !next.properties().contains_key(*k))
+        .cloned()
+        .collect();
+    dropped.sort();
+    if !dropped.is_empty() {
+        last.push(TableUpdate::RemoveProperties { removals: dropped });
+    }
+    if next.location() != previous.location() {
+        last.push(TableUpdate::SetLocation {
+            location: next.location().to_string(),
+        });
+    }
+    last
 }
 
 /// Every commit asserts the table (its UUID) and the snapshot `main` must still point at:
