@@ -19,7 +19,7 @@ use lakemirror_events::DeadLetters;
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction};
 use lakemirror_runtime::crash;
-use lakemirror_unity::function::commit_catalog;
+use lakemirror_unity::commits::commit_catalog;
 use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]

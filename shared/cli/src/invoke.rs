@@ -15,7 +15,8 @@ use lakemirror_lakebase::postgres::LIBPQ_VARIABLES;
 use lakemirror_mirror::function::{DEFAULT_MAX_RECEIVE_COUNT, GlueSyncConfig, GlueSyncFunction};
 use lakemirror_plan::target::allowed_names;
 use lakemirror_storage::SecretSource;
-use lakemirror_unity::function::{UnityRegisterFunction, commit_catalog};
+use lakemirror_unity::commits::commit_catalog;
+use lakemirror_unity::function::UnityRegisterFunction;
 use lambda_runtime::LambdaEvent;
 
 use crate::sync::SyncArgs;

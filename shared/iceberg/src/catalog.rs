@@ -1,5 +1,6 @@
-//! The Iceberg catalog behind a trait: AWS Glue in a deployment (lakemirror-aws), an
-//! in-memory catalog with the same compare-and-swap in tests. What the mirror needs of a
+//! The Iceberg catalog behind a trait: AWS Glue (lakemirror-aws) or an Iceberg REST catalog
+//! (lakemirror-rest) in a deployment, an in-memory catalog with the same compare-and-swap
+//! in tests. What the mirror needs of a
 //! catalog is small: read a table's entry, create it or swap its metadata location if nobody
 //! changed it since it was read, drop it, and list a database's Iceberg tables. Reading the
 //! metadata file an entry names, and deciding whether it is a mirror lakemirror may continue,

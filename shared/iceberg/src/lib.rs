@@ -1,6 +1,7 @@
 //! lakemirror-iceberg: the Iceberg metadata writer. It carries out the planner's snapshot
 //! plans (manifests, manifest lists, delete files, the metadata file: [`writer`], [`puffin`]);
-//! a [`Catalog`] (Glue, or [`InMemoryCatalog`]) makes them current with a compare-and-swap.
+//! a [`Catalog`] (Glue, a REST catalog, or [`InMemoryCatalog`]) makes them current with a
+//! compare-and-swap.
 //! The sync that drives it lives in `lakemirror-mirror`.
 
 mod avro_cost;

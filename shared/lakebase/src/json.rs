@@ -11,10 +11,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type};
 use arrow_schema::DataType;
 
+use crate::json_text::write_string;
 use crate::variant;
 use lakemirror_delta::schema::DeltaType;
-
-pub(crate) const NUL_IN_JSON: &str = "holds a NUL character, which PostgreSQL jsonb cannot store";
 
 /// The Delta type name of a variant.
 pub(crate) const VARIANT: &str = "variant";
@@ -144,31 +143,10 @@ fn write_primitive(array: &dyn Array, row: usize, out: &mut String) -> Result<()
     }
 }
 
-/// Appends `s` as a JSON string. PostgreSQL's jsonb cannot hold a NUL (`\u0000`), so a
-/// string with one is refused.
-pub(crate) fn write_string(out: &mut String, s: &str) -> Result<(), String> {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\0' => return Err(NUL_IN_JSON.into()),
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                write!(out, "\\u{:04x}", u32::from(c)).map_err(|e| e.to_string())?;
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json_text::NUL_IN_JSON;
     use arrow_array::builder::{MapBuilder, StringBuilder};
     use arrow_array::{ArrayRef, Int64Array, ListArray, StringArray, StructArray};
     use arrow_schema::Field;

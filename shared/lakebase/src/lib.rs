@@ -17,6 +17,7 @@ pub mod function;
 pub mod geo;
 mod incremental;
 mod json;
+mod json_text;
 pub mod postgres;
 pub mod read;
 mod state;

@@ -12,7 +12,7 @@ use lakemirror_runtime::crash;
 use lakemirror_storage::{IoCounters, canonical_uri};
 
 use crate::error::Result;
-use crate::sync::SyncReport;
+use crate::report::SyncReport;
 
 /// How many times a mirror's commit is made again after losing a race for its catalog table
 /// (each time over the table read again).
@@ -39,7 +39,7 @@ pub(crate) async fn commit_staged(
     counters: &IoCounters,
 ) -> Result<Commit> {
     let attempt = report.attempts;
-    crash::point("glue-before-commit");
+    crash::point("mirror-before-commit");
     let location = match lake.commit(read, &staged.table, counters).await {
         Err(IcebergError::CommitConflict(table)) if attempt < MAX_ATTEMPTS => {
             lost_race(&table, attempt).await;
@@ -47,7 +47,7 @@ pub(crate) async fn commit_staged(
         }
         committed => committed?,
     };
-    crash::point("glue-after-commit");
+    crash::point("mirror-after-commit");
     let mut removed_files = staged.removed_files.clone();
     // A catalog that wrote the metadata itself (REST) never points at the staged file.
     // Compared canonically: a Java server spells the same file `file:/…`, and deleting

@@ -12,8 +12,8 @@ use lakemirror_plan::{
 };
 
 use crate::error::{Error, Result};
-use crate::fanout::GroupedBootstrap;
-use crate::sync::SyncRequest;
+use crate::grouped::GroupedBootstrap;
+use crate::settings::SyncRequest;
 use lakemirror_iceberg::catalog::CatalogTable;
 
 /// What to write: nothing when Iceberg is already at the target version, the commits since
@@ -133,7 +133,7 @@ async fn plan_new_mirror(
         return match rebuild(log, request, None, Some(reason), None, None).await {
             Err(e) if e.is_not_a_delta_table() => Err(Error::SourceMissing {
                 table: root.to_string(),
-                glue_table: read.full_name(),
+                catalog_table: read.full_name(),
             }),
             planned => planned,
         };
@@ -242,7 +242,7 @@ pub(crate) async fn checked_full(
         Err(lakemirror_delta::Error::NotADeltaTable(_)) => {
             return Err(Error::SourceMissing {
                 table: root.to_string(),
-                glue_table: read.full_name(),
+                catalog_table: read.full_name(),
             });
         }
         other => other?,

@@ -11,6 +11,8 @@ pub mod discover;
 mod error;
 pub mod fanout;
 pub mod function;
+pub mod grouped;
+mod report;
 pub mod settings;
 pub mod status;
 pub mod sync;

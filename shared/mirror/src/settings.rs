@@ -13,7 +13,61 @@ use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
 
 use crate::error::{Error, Result};
-use crate::sync::{OnMissingSource, SyncRequest};
+
+/// What to mirror where.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
+    pub table_uri: String,
+    /// Glue database; the Delta table property `lakemirror.glue.database` overrides it.
+    pub database: String,
+    /// Glue table name, used as given. Without it: the Delta table property
+    /// `lakemirror.glue.table`, else the folder name.
+    pub table: Option<String>,
+    /// Where Iceberg metadata goes; defaults to `<table>/_lakemirror/iceberg`.
+    pub metadata_uri: Option<String>,
+    /// Stop at this Delta version instead of the newest.
+    pub to_version: Option<i64>,
+    /// A version the Delta log is known to hold, from the event that announced it. Without
+    /// `to_version`, the sync reads the commits up to it by name and leaves newer ones to
+    /// their own events; when the mirror already has it, the next commit is probed (one
+    /// request) and, when it exists, the mirror catches up to the newest version.
+    pub known_version: Option<i64>,
+    /// How the deployment mirrors its tables (format version, naming, history, ...).
+    pub settings: SyncSettings,
+}
+
+impl SyncRequest {
+    /// A sync of `table_uri` into Glue database `database` with every setting at its
+    /// default: the newest version, named by folder, Iceberg v2, the default history.
+    pub fn new(table_uri: impl Into<String>, database: impl Into<String>) -> Self {
+        SyncSettings::default().request(table_uri.into(), database.into())
+    }
+}
+
+/// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnMissingSource {
+    /// Fail with [`crate::Error::SourceMissing`] and leave the Glue table as it is.
+    #[default]
+    Keep,
+    /// Delete the Glue table (the Iceberg metadata files stay).
+    Drop,
+}
+
+impl std::str::FromStr for OnMissingSource {
+    type Err = String;
+
+    fn from_str(value: &str) -> std::result::Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "keep" => Ok(Self::Keep),
+            "drop" => Ok(Self::Drop),
+            other => Err(format!(
+                "{other:?} is not an action for a missing Delta table: use keep (the default: fail and leave the Glue table) or drop (delete the Glue table)"
+            )),
+        }
+    }
+}
 
 /// Every setting of a sync but the table itself and where it goes ([`SETTINGS`] says what
 /// each field is read from).
@@ -174,7 +228,7 @@ impl SyncSettings {
             on_missing_source: OnMissingSource::default(),
             allowed_databases: None,
             name_from: NameFrom::default(),
-            bootstrap_group_files: crate::fanout::BOOTSTRAP_GROUP_FILES,
+            bootstrap_group_files: crate::grouped::BOOTSTRAP_GROUP_FILES,
             history: HistoryPolicy::default(),
         }
     }
@@ -235,7 +289,7 @@ mod tests {
         assert_eq!(defaults.name_from, NameFrom::Folder);
         assert_eq!(
             defaults.bootstrap_group_files,
-            crate::fanout::BOOTSTRAP_GROUP_FILES
+            crate::grouped::BOOTSTRAP_GROUP_FILES
         );
         assert_eq!(defaults.history, HistoryPolicy::default());
         let blanks: Vec<(&str, &str)> = SETTINGS.iter().map(|s| (s.variable, " ")).collect();

@@ -2,9 +2,9 @@
 //! table's newest version. This file is the loop (load, commit, retry on a lost race);
 //! [`crate::decide`] says what to write.
 //!
-//! A circle, on purpose: a sync that finds a table too large for one read bootstraps it in
-//! groups ([`crate::fanout::GroupedBootstrap`], via `decide`), and the fan-out's last step
-//! commits with this file's request, report and `lost_race`, so both commit the same way.
+//! What a sync is asked ([`crate::settings::SyncRequest`]) and what it reports
+//! ([`crate::report`]) live apart from it, so that the planning, the one commit and the
+//! fan-out that share them do not reach back into this loop.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,242 +13,23 @@ use lakemirror_delta::catalog_managed::CatalogManagedReport;
 use lakemirror_delta::{CatalogManaged, DeltaLog};
 use lakemirror_plan::CommittedTable;
 use lakemirror_plan::target::{
-    GlueTarget, NameFrom, NamedBy, RememberedProperties, TARGET_FILE, TargetDefaults,
-    TargetProperties, default_table_name, path_table_name, unique_path_table_name,
+    CatalogTarget, NameFrom, RememberedProperties, TARGET_FILE, TargetDefaults, TargetProperties,
+    default_table_name, path_table_name, unique_path_table_name,
 };
-use lakemirror_storage::{IoCounters, IoTotals, ObjectStores, TableStorage};
+use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
 
 use crate::commit::{Commit, commit_staged};
 use crate::decide::{Planned, RecentHistory, bootstraps_in_groups, plan};
 use crate::error::{Error, Result};
-use crate::settings::SyncSettings;
+pub use crate::report::{SyncAction, SyncReport};
+pub use crate::settings::{OnMissingSource, SyncRequest};
 use lakemirror_iceberg::Error as IcebergError;
 use lakemirror_iceberg::catalog::{CatalogTable, Lakehouse};
-use lakemirror_iceberg::writer::{MetadataWriter, SnapshotOutcome, StagedTable};
+use lakemirror_iceberg::writer::MetadataWriter;
 
 /// How many times one sync follows the Delta table's `lakemirror.glue.*` properties to
 /// another Glue table (each move re-reads what the properties say).
 const MAX_MOVES: u32 = 3;
-
-/// What to mirror where.
-#[derive(Debug, Clone)]
-pub struct SyncRequest {
-    /// The Delta table root: `s3://bucket/path`, `file:///path` or a local path.
-    pub table_uri: String,
-    /// Glue database; the Delta table property `lakemirror.glue.database` overrides it.
-    pub database: String,
-    /// Glue table name, used as given. Without it: the Delta table property
-    /// `lakemirror.glue.table`, else the folder name.
-    pub table: Option<String>,
-    /// Where Iceberg metadata goes; defaults to `<table>/_lakemirror/iceberg`.
-    pub metadata_uri: Option<String>,
-    /// Stop at this Delta version instead of the newest.
-    pub to_version: Option<i64>,
-    /// A version the Delta log is known to hold, from the event that announced it. Without
-    /// `to_version`, the sync reads the commits up to it by name and leaves newer ones to
-    /// their own events; when the mirror already has it, the next commit is probed (one
-    /// request) and, when it exists, the mirror catches up to the newest version.
-    pub known_version: Option<i64>,
-    /// How the deployment mirrors its tables (format version, naming, history, ...).
-    pub settings: SyncSettings,
-}
-
-impl SyncRequest {
-    /// A sync of `table_uri` into Glue database `database` with every setting at its
-    /// default: the newest version, named by folder, Iceberg v2, the default history.
-    pub fn new(table_uri: impl Into<String>, database: impl Into<String>) -> Self {
-        SyncSettings::default().request(table_uri.into(), database.into())
-    }
-}
-
-/// What a sync does when the Delta table it mirrors is gone (`ON_MISSING_SOURCE`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnMissingSource {
-    /// Fail with [`Error::SourceMissing`] and leave the Glue table as it is.
-    #[default]
-    Keep,
-    /// Delete the Glue table (the Iceberg metadata files stay).
-    Drop,
-}
-
-impl std::str::FromStr for OnMissingSource {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "keep" => Ok(Self::Keep),
-            "drop" => Ok(Self::Drop),
-            other => Err(format!(
-                "{other:?} is not an action for a missing Delta table: use keep (the default: fail and leave the Glue table) or drop (delete the Glue table)"
-            )),
-        }
-    }
-}
-
-/// What a sync did to the mirror.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SyncAction {
-    /// The Iceberg table was created.
-    Created,
-    /// New snapshots were added to the mirror's history.
-    Synced,
-    /// The mirror was at the Delta version already.
-    Unchanged,
-    /// The mirror was written anew, as a new history (see `reason`).
-    Rebuilt,
-    /// The Delta table is gone and the Glue table was deleted (`--on-missing-source=drop`).
-    Dropped,
-}
-
-/// The outcome of a sync, printed as the last line of the CLI.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SyncReport {
-    pub action: SyncAction,
-    /// Why the mirror was rebuilt or dropped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub database: String,
-    pub table: String,
-    /// Which rule named the Glue table.
-    pub named_by: NamedBy,
-    pub delta_version: Option<i64>,
-    pub snapshot_id: Option<i64>,
-    pub snapshots_committed: usize,
-    pub added_files: usize,
-    pub removed_files: usize,
-    /// Iceberg snapshots expired because Delta VACUUM may delete their files.
-    pub expired_snapshots: usize,
-    /// Older Iceberg snapshots let go as the history policy thins them (one per hour, then
-    /// per day, outside the per-version window).
-    pub thinned_snapshots: usize,
-    pub metadata_location: Option<String>,
-    /// Columns left out of the Iceberg schema: a type or a widening its format version cannot
-    /// hold, or a column Java Iceberg cannot read (`lakemirror.omitted-columns` says why).
-    pub omitted_columns: Vec<String>,
-    /// What readers of the mirror are told beside its columns (a reader's limit it works
-    /// around, and how: `read.parquet.vectorization.enabled=false` while Spark's vectorized
-    /// reader cannot read its widened columns).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub reader_notes: Vec<String>,
-    /// For a catalog-managed Delta table: what its catalog ratified, or why the mirror is
-    /// limited to the published log.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub catalog_managed: Option<CatalogManagedReport>,
-    pub attempts: u32,
-    /// Steps the sync took: more than one when more commits were new than one read of the
-    /// log holds, each step committed before the next was read.
-    #[serde(skip_serializing_if = "is_one")]
-    pub steps: u32,
-    pub elapsed_ms: u64,
-    pub io: IoTotals,
-    pub snapshots: Vec<SnapshotOutcome>,
-}
-
-impl SyncReport {
-    /// The report of a sync that wrote nothing (yet) to `database.table`: the mirror as read
-    /// (`current`, None when there is none), after `attempts` attempts.
-    pub(crate) fn of(
-        database: &str,
-        table: &str,
-        named_by: NamedBy,
-        current: Option<&CommittedTable>,
-        attempts: u32,
-    ) -> Self {
-        Self {
-            action: SyncAction::Unchanged,
-            reason: None,
-            database: database.to_string(),
-            table: table.to_string(),
-            named_by,
-            delta_version: current.and_then(CommittedTable::delta_version),
-            snapshot_id: current.and_then(|c| c.metadata.current_snapshot_id()),
-            snapshots_committed: 0,
-            added_files: 0,
-            removed_files: 0,
-            expired_snapshots: 0,
-            thinned_snapshots: 0,
-            metadata_location: current.map(|c| c.metadata_location.clone()),
-            omitted_columns: current
-                .map(CommittedTable::omitted_columns)
-                .unwrap_or_default(),
-            reader_notes: current
-                .map(CommittedTable::reader_notes)
-                .unwrap_or_default(),
-            catalog_managed: None,
-            attempts,
-            steps: 1,
-            elapsed_ms: 0,
-            io: IoTotals::default(),
-            snapshots: Vec::new(),
-        }
-    }
-
-    /// The Delta table at `table` is gone and its Glue table was deleted.
-    fn dropped(mut self, table: &str, log: &DeltaLog) -> Self {
-        self.action = SyncAction::Dropped;
-        self.reason = Some(format!("the Delta table at {table} is missing"));
-        self.catalog_managed = log.catalog_managed_report();
-        self
-    }
-
-    /// What a commit of `staged` at `location` wrote.
-    pub(crate) fn committed(&mut self, staged: &StagedTable, location: String) {
-        self.expired_snapshots = staged.expired_snapshots.len();
-        self.thinned_snapshots = staged.thinned_snapshots.len();
-        self.snapshots_committed = staged.snapshots.len();
-        self.added_files = staged.snapshots.iter().map(|s| s.added_files).sum();
-        self.removed_files = staged.snapshots.iter().map(|s| s.removed_files).sum();
-        self.delta_version = staged.snapshots.last().map(|s| s.delta_version);
-        self.snapshot_id = staged.snapshots.last().map(|s| s.snapshot_id);
-        self.metadata_location = Some(location);
-        self.omitted_columns = staged.table.omitted_columns();
-        self.reader_notes = staged.table.reader_notes();
-        self.snapshots = staged.snapshots.clone();
-    }
-
-    /// This step's report followed by the next one's: what both did, the newest state.
-    fn followed_by(self, next: SyncReport) -> Self {
-        // What the steps did together: the weightiest of their actions.
-        let weight = |action: SyncAction| match action {
-            SyncAction::Unchanged => 0,
-            SyncAction::Synced => 1,
-            SyncAction::Created => 2,
-            SyncAction::Rebuilt => 3,
-            SyncAction::Dropped => 4,
-        };
-        let action = match weight(next.action) > weight(self.action) {
-            true => next.action,
-            false => self.action,
-        };
-        let mut snapshots = self.snapshots;
-        snapshots.extend(next.snapshots);
-        Self {
-            action,
-            reason: self.reason.or(next.reason),
-            snapshots_committed: self.snapshots_committed + next.snapshots_committed,
-            added_files: self.added_files + next.added_files,
-            removed_files: self.removed_files + next.removed_files,
-            expired_snapshots: self.expired_snapshots + next.expired_snapshots,
-            thinned_snapshots: self.thinned_snapshots + next.thinned_snapshots,
-            attempts: self.attempts.max(next.attempts),
-            steps: self.steps + next.steps,
-            snapshots,
-            ..next
-        }
-    }
-
-    /// The report with the sync's time since `started` and its requests.
-    pub(crate) fn finished(mut self, started: Instant, counters: &IoCounters) -> Self {
-        self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.io = counters.totals();
-        self
-    }
-}
-
-fn is_one(n: &u32) -> bool {
-    *n == 1
-}
 
 /// The Delta table's storage and the mirror's metadata folder (`metadata_uri`, by default
 /// `<table>/_lakemirror/iceberg`, which Delta VACUUM leaves alone).
@@ -362,11 +143,12 @@ async fn sync_step(
             return Err(disown(lake, &read, nested, &counters).await);
         }
         let planned = match planned {
-            Err(Error::SourceMissing { table, glue_table })
-                if request.settings.on_missing_source == OnMissingSource::Drop =>
-            {
+            Err(Error::SourceMissing {
+                table,
+                catalog_table,
+            }) if request.settings.on_missing_source == OnMissingSource::Drop => {
                 lake.drop_table(&read, &counters).await?;
-                tracing::warn!(%table, %glue_table, "the Delta table is gone: deleted its Glue table (the Iceberg metadata files stay)");
+                tracing::warn!(%table, %catalog_table, "the Delta table is gone: deleted its catalog table (the Iceberg metadata files stay)");
                 let report =
                     SyncReport::of(&target.database, &target.table, named_by, None, attempt);
                 return Ok((
@@ -521,8 +303,8 @@ async fn first_read(
 /// logged, or refused once they have moved more than [`MAX_MOVES`] times in one sync.
 fn moved(
     request: &SyncRequest,
-    target: &GlueTarget,
-    wanted: &GlueTarget,
+    target: &CatalogTarget,
+    wanted: &CatalogTarget,
     moves: u32,
 ) -> Result<()> {
     if moves > MAX_MOVES {
@@ -591,7 +373,7 @@ async fn commit_planned(
 /// before it came), and the table that is not nested gets it.
 async fn load_claiming(
     lake: &Lakehouse,
-    target: &GlueTarget,
+    target: &CatalogTarget,
     data: &TableStorage,
     metadata_store: &TableStorage,
     counters: &Arc<IoCounters>,
@@ -771,6 +553,7 @@ mod tests {
     }
 
     use super::*;
+    use lakemirror_runtime::Kind;
 
     use lakemirror_delta::test_tables::{
         add, commit_info, delete_commit, metadata, protocol, remove, write_commit,
@@ -1303,6 +1086,8 @@ mod tests {
 #[cfg(test)]
 mod catalog_managed_tests {
     use std::sync::Arc;
+
+    use lakemirror_runtime::Kind;
 
     use super::*;
     use lakemirror_delta::catalog_managed::RatifiedCommit;

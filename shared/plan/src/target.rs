@@ -27,7 +27,7 @@ pub const TARGET_FILE: &str = "glue-target.json";
 
 /// A Glue database and table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GlueTarget {
+pub struct CatalogTarget {
     pub database: String,
     pub table: String,
 }
@@ -110,8 +110,8 @@ pub fn allowed_names(pattern: Option<&str>, what: &str) -> Result<Option<regex::
 
 impl TargetDefaults {
     /// The target when properties are not consulted.
-    pub fn fixed(&self) -> Option<GlueTarget> {
-        self.explicit_table.as_ref().map(|table| GlueTarget {
+    pub fn fixed(&self) -> Option<CatalogTarget> {
+        self.explicit_table.as_ref().map(|table| CatalogTarget {
             database: self.database.clone(),
             table: table.clone(),
         })
@@ -119,7 +119,7 @@ impl TargetDefaults {
 
     /// The target the Delta table's properties ask for, as far as the deployment lets
     /// them choose, and the rule that named it.
-    pub fn resolve(&self, properties: &TargetProperties) -> Result<(GlueTarget, NamedBy)> {
+    pub fn resolve(&self, properties: &TargetProperties) -> Result<(CatalogTarget, NamedBy)> {
         if let Some(fixed) = self.fixed() {
             return Ok((fixed, NamedBy::Flag));
         }
@@ -129,7 +129,7 @@ impl TargetDefaults {
                 NameFrom::Path | NameFrom::UniquePath => NamedBy::Path,
             };
             (
-                GlueTarget {
+                CatalogTarget {
                     database: self.database.clone(),
                     table: self.table.clone(),
                 },
@@ -150,7 +150,7 @@ impl TargetDefaults {
                 }),
             }
         };
-        let target = GlueTarget {
+        let target = CatalogTarget {
             database: name(DATABASE_PROPERTY, &properties.database)?
                 .unwrap_or_else(|| self.database.clone()),
             table: name(TABLE_PROPERTY, &properties.table)?.unwrap_or_else(|| self.table.clone()),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use lakemirror_storage::VendedCredentials;
 use lakemirror_storage::service_url::{on_this_machine, path_segment};
 
-use crate::commits::{CommitsAnswer, DeltaLoadTable, PreviewAnswer};
+use crate::answers::{CommitsAnswer, DeltaLoadTable, PreviewAnswer};
 use crate::error::{Error, Result, Setting};
 
 /// The path of the API below the server's base URL.

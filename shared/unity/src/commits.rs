@@ -10,12 +10,14 @@
 //! catalog keeps the table at this Delta table's root.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use crate::answers::{CommitsAnswer, PreviewAnswer};
+use lakemirror_runtime::Kind;
 
 use lakemirror_delta::catalog_managed::{CatalogError, CommitCatalog, Ratified, RatifiedCommit};
+use lakemirror_storage::SecretSource;
 use lakemirror_storage::uri::canonical_uri;
 
 use crate::client::{TableInfo, UnityCatalog};
@@ -30,6 +32,23 @@ const MAX_SCHEMAS: usize = 1000;
 /// How long a table id the catalog was found not to hold is remembered: syncs of the table
 /// in that time are refused without listing the catalog again.
 const NOT_FOUND_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// Unity Catalog as the commit catalog of catalog-managed Delta tables (glue-sync's and the
+/// CLI's wiring), from `UC_URL`,
+/// `UC_TOKEN` and `UC_TOKEN_SECRET_ARN` (the token read once, at cold start); None without
+/// `UC_URL`: those tables are then mirrored up to their newest published version.
+pub async fn commit_catalog(
+    setting: &dyn Fn(&str) -> Option<String>,
+    secrets: Option<&dyn SecretSource>,
+) -> crate::Result<Option<Arc<dyn CommitCatalog>>> {
+    if setting("UC_URL").is_none_or(|url| url.trim().is_empty()) {
+        return Ok(None);
+    }
+    let client = crate::function::UnityConfig::from_settings(setting)?
+        .client(secrets)
+        .await?;
+    Ok(Some(Arc::new(UnityCommits::new(client))))
+}
 
 /// Unity Catalog answering which commits of its catalog-managed tables it ratified.
 #[derive(Debug)]
@@ -257,83 +276,5 @@ fn catalog_error(e: Error) -> CatalogError {
     match e.is_retryable() {
         true => CatalogError::Unavailable(e.to_string()),
         false => CatalogError::Refused(e.to_string()),
-    }
-}
-
-/// One ratified commit as either API describes it (snake_case in the managed-tables API,
-/// kebab-case in the Delta API).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct CommitInfo {
-    pub version: i64,
-    #[serde(default)]
-    pub timestamp: i64,
-    #[serde(alias = "file-name")]
-    pub file_name: String,
-    #[serde(alias = "file-size")]
-    pub file_size: i64,
-    #[serde(alias = "file-modification-timestamp")]
-    pub file_modification_timestamp: i64,
-}
-
-/// The ratified commits the catalog tracks and its newest version.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct CommitsAnswer {
-    #[serde(default)]
-    pub commits: Vec<CommitInfo>,
-    pub latest_table_version: i64,
-}
-
-/// What `GET /delta/preview/commits` answered.
-#[derive(Debug)]
-pub enum PreviewAnswer {
-    Answered(CommitsAnswer),
-    /// The server has the route but no such table at that location.
-    NoSuchTable(String),
-    /// The server has no such route: ask through `loadTable`.
-    NoRoute,
-}
-
-/// `loadTable`'s answer (the UC Delta API, kebab-case), what lakemirror reads of it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct DeltaLoadTable {
-    pub metadata: DeltaTableMetadata,
-    #[serde(default)]
-    pub commits: Vec<CommitInfo>,
-    #[serde(default)]
-    pub latest_table_version: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct DeltaTableMetadata {
-    pub table_uuid: String,
-    pub location: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_apis_spellings_of_a_commit_read_alike() {
-        let preview: CommitsAnswer = serde_json::from_str(
-            r#"{"commits":[{"version":1,"timestamp":5,"file_name":"00000000000000000001.u.json","file_size":706,"file_modification_timestamp":7}],"latest_table_version":1}"#,
-        )
-        .unwrap();
-        let loaded: DeltaLoadTable = serde_json::from_str(
-            r#"{"metadata":{"etag":"e","table-type":"MANAGED","table-uuid":"id","location":"s3://b/t","columns":{}},
-                "commits":[{"version":1,"timestamp":5,"file-name":"00000000000000000001.u.json","file-size":706,"file-modification-timestamp":7}],
-                "latest-table-version":1}"#,
-        )
-        .unwrap();
-        assert_eq!(preview.commits, loaded.commits);
-        assert_eq!(loaded.latest_table_version, Some(1));
-        assert_eq!(loaded.metadata.table_uuid, "id");
-        // An external table: no commits, no version.
-        let external: DeltaLoadTable =
-            serde_json::from_str(r#"{"metadata":{"table-uuid":"id","location":"s3://b/t"}}"#)
-                .unwrap();
-        assert_eq!(external.latest_table_version, None);
     }
 }

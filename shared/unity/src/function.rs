@@ -92,20 +92,6 @@ impl UnityConfig {
     }
 }
 
-/// Unity Catalog as the commit catalog of catalog-managed Delta tables, from `UC_URL`,
-/// `UC_TOKEN` and `UC_TOKEN_SECRET_ARN` (the token read once, at cold start); None without
-/// `UC_URL`: those tables are then mirrored up to their newest published version.
-pub async fn commit_catalog(
-    setting: &dyn Fn(&str) -> Option<String>,
-    secrets: Option<&dyn SecretSource>,
-) -> Result<Option<Arc<dyn lakemirror_delta::CommitCatalog>>> {
-    if setting("UC_URL").is_none_or(|url| url.trim().is_empty()) {
-        return Ok(None);
-    }
-    let client = UnityConfig::from_settings(setting)?.client(secrets).await?;
-    Ok(Some(Arc::new(crate::UnityCommits::new(client))))
-}
-
 /// The unity-register function: configuration and clients, built once per process.
 #[derive(Clone)]
 pub struct UnityRegisterFunction {

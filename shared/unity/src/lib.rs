@@ -5,6 +5,7 @@
 //! which commits of a catalog-managed Delta table it ratified. [`function`] is the
 //! unity-register function's logic.
 
+pub mod answers;
 pub mod client;
 pub mod columns;
 pub mod commits;

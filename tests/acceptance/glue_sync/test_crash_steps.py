@@ -17,8 +17,8 @@ from acceptance.lakebase.test_lakebase import pg_rows
 from rig import judge
 
 ABORTED = (-signal.SIGABRT, 128 + signal.SIGABRT, 134)
-GLUE_STEPS = ["glue-after-manifest", "glue-after-manifest-list", "glue-after-metadata", "glue-before-commit",
-              "glue-after-commit"]
+SYNC_STEPS = ["mirror-after-manifest", "mirror-after-manifest-list", "mirror-after-metadata", "mirror-before-commit",
+              "mirror-after-commit"]
 
 
 def ids(values):
@@ -41,7 +41,7 @@ def delta_rows(uri, so, version):
     return _delta_rows(delta, uri, version, [f.name for f in delta.schema().fields])
 
 
-@pytest.mark.parametrize("step", GLUE_STEPS)
+@pytest.mark.parametrize("step", SYNC_STEPS)
 @pytest.mark.parametrize("kind", sorted(COMMITS))
 def test_a_glue_sync_killed_at_any_step_leaves_a_readable_table_and_the_next_sync_converges(
         kind, step, tmp_path, glue_database, lakemirror, java_iceberg):
@@ -56,7 +56,7 @@ def test_a_glue_sync_killed_at_any_step_leaves_a_readable_table_and_the_next_syn
     crashed = lakemirror(*args, env={"LAKEMIRROR_CRASH_AT": step}, check=False)
     assert crashed.returncode in ABORTED, crashed
     # Readable, at the version before the commit or (crashed after the Glue update) after it.
-    committed = step == "glue-after-commit"
+    committed = step == "mirror-after-commit"
     version = 1 if committed else 0
     columns = [f.name for f in DeltaTable(uri, version=version).schema().fields]
     want = delta_rows(uri, None, version)

@@ -145,7 +145,7 @@ def test_a_sync_killed_while_deleting_expired_files_leaves_a_readable_table_and_
     before = local_keys(root, "_lakemirror")
     going = referenced_metadata(glue_database, "crash", uri)
 
-    crashed = lakemirror(*args, "--to-version", 5, env={"LAKEMIRROR_CRASH_AT": "glue-during-expiry"}, check=False)
+    crashed = lakemirror(*args, "--to-version", 5, env={"LAKEMIRROR_CRASH_AT": "mirror-during-expiry"}, check=False)
     assert crashed.returncode in ABORTED, crashed
     after = local_keys(root, "_lakemirror")
     kept = referenced_metadata(glue_database, "crash", uri)

@@ -295,7 +295,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::limits::LogLimits;
+    use crate::log::LogLimits;
     use crate::test_tables::{add, commit_info, metadata, protocol, write_commit};
     use lakemirror_storage::{IoCounters, ObjectStores, TableStorage};
 

@@ -5,7 +5,8 @@
 //! By concern: `file_kind` names the files, `listing` lists the folder, `commits` reads
 //! commits, `checkpoints` reads checkpoints, `snapshot` replays them into the table at one
 //! version, `history` into one snapshot per version, `catalog` reads a catalog-managed
-//! table as its catalog ratified it, and `limits` refuses what one read cannot hold.
+//! table as its catalog ratified it, and `limits` says what one table's work reads into memory
+//! (its share of the budget) and refuses what one read cannot hold.
 
 mod catalog;
 mod checkpoints;
@@ -20,11 +21,11 @@ use std::sync::Arc;
 
 use crate::catalog_managed::{CatalogManaged, CommitCatalog};
 use crate::error::Error;
-use crate::limits::LogLimits;
 use lakemirror_storage::TableStorage;
 
 pub use commits::CommitsSince;
 pub use file_kind::{LogFileKind, classify, staged_commit_version};
+pub use limits::LogLimits;
 pub use snapshot::{DeltaSnapshot, TableDefinition};
 
 /// Commit files read at once.

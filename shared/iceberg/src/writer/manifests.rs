@@ -153,7 +153,7 @@ impl BucketWriter<'_> {
         }
         let written = manifest.write_manifest_file().await?;
         self.writer.publish_from_staging(&location).await?;
-        crash::point("glue-after-manifest");
+        crash::point("mirror-after-manifest");
         self.progress.one_more();
         Ok((key, Some(written), next_live))
     }

@@ -237,7 +237,7 @@ impl MetadataWriter {
             if let Err(e) = self.metadata_store.delete_all(&batch).await {
                 tracing::warn!(files = batch.len(), error = %e, "could not delete all files of removed snapshots");
             }
-            crash::point("glue-during-expiry");
+            crash::point("mirror-during-expiry");
         }
     }
 

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::MAX_DEPTH;
-use crate::json::write_string;
+use crate::json_text::write_string;
 
 const MALFORMED: &str = "holds a malformed variant value";
 const MALFORMED_METADATA: &str = "holds a malformed variant metadata dictionary";

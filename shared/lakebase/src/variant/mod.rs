@@ -27,7 +27,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
 
-use crate::json::write_string;
+use crate::json_text::write_string;
 use encoding::{
     Metadata, too_deep, write_base64, write_date, write_decimal, write_f32, write_f64, write_int,
     write_object_fields, write_time, write_timestamp, write_uuid, write_value,

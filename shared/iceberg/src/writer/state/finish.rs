@@ -130,7 +130,7 @@ impl TableState {
                 Bytes::from(crate::metadata_json::to_bytes(&metadata)?),
             )
             .await?;
-        crash::point("glue-after-metadata");
+        crash::point("mirror-after-metadata");
         Ok(StagedTable {
             table: CommittedTable {
                 metadata,

@@ -55,7 +55,7 @@ impl TableState {
         list.add_manifests(self.manifests.values().flatten().cloned())?;
         list.close().await?;
         writer.publish_from_staging(&list_location).await?;
-        crash::point("glue-after-manifest-list");
+        crash::point("mirror-after-manifest-list");
         // The list writer assigned sequence numbers to the new manifests; keep its view.
         for manifest in self.manifests.values_mut().flatten() {
             if manifest.sequence_number < 0 {
