@@ -8,6 +8,7 @@
 pub mod committed;
 mod error;
 pub mod expiry;
+pub mod format_version;
 pub mod history;
 pub mod layout;
 pub mod metrics;

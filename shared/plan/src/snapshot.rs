@@ -9,6 +9,8 @@ use iceberg::spec::{
 };
 
 use crate::error::{Error, Result};
+use crate::format_version::requested_format_version;
+pub use crate::format_version::{FORMAT_VERSION_PROPERTY, parse_format_version};
 use crate::history::HistorySettings;
 use crate::metrics::{ColumnMetrics, column_metrics};
 use crate::name_mapping::{DECOY_FLOOR, name_mapping};
@@ -395,32 +397,6 @@ impl IcebergView {
             row_lineage: first.row_lineage.is_some(),
             schema,
         })
-    }
-}
-
-/// Delta table property choosing the Iceberg format version of the mirror (2 or 3).
-pub const FORMAT_VERSION_PROPERTY: &str = "lakemirror.iceberg.format-version";
-
-/// The format version the Delta table's `lakemirror.iceberg.format-version` asks for.
-fn requested_format_version(table: &str, metadata: &Metadata) -> Result<Option<FormatVersion>> {
-    match metadata.configuration.get(FORMAT_VERSION_PROPERTY).cloned().flatten() {
-        None => Ok(None),
-        Some(value) => parse_format_version(&value).map(Some).ok_or_else(|| {
-            Error::TableProperty {
-                table: table.to_string(),
-                property: FORMAT_VERSION_PROPERTY,
-                reason: format!("{value:?} is not a format version; allowed: 2 (position-delete files, read by Athena) or 3 (Puffin deletion vectors)"),
-            }
-        }),
-    }
-}
-
-/// "2" or "3" as a format version lakemirror writes.
-pub fn parse_format_version(value: &str) -> Option<FormatVersion> {
-    match value.trim() {
-        "2" => Some(FormatVersion::V2),
-        "3" => Some(FormatVersion::V3),
-        _ => None,
     }
 }
 
