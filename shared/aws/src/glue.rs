@@ -86,7 +86,7 @@ impl Catalog for GlueCatalog {
         name: &str,
         counters: &IoCounters,
     ) -> Result<Option<CatalogEntry>> {
-        counters.request(0, 0);
+        counters.call("Glue GetTable", 0, 0);
         let response = self
             .client
             .get_table()
@@ -127,7 +127,14 @@ impl Catalog for GlueCatalog {
             )
             .build()
             .map_err(|e| Error::Bug(format!("a Glue table input could not be built: {e}")))?;
-        counters.request(0, 0);
+        counters.call(
+            match commit.read {
+                None => "Glue CreateTable",
+                Some(_) => "Glue UpdateTable",
+            },
+            0,
+            0,
+        );
         let conflict =
             || Error::CommitConflict(format!("Glue table {}.{}", commit.database, commit.name));
         let Some(read) = commit.read else {
@@ -181,7 +188,7 @@ impl Catalog for GlueCatalog {
     }
 
     async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()> {
-        counters.request(0, 0);
+        counters.call("Glue DeleteTable", 0, 0);
         match self
             .client
             .delete_table()
@@ -215,7 +222,7 @@ impl Catalog for GlueCatalog {
             if page > MAX_LISTING_PAGES {
                 return Err(too_many_pages(self.kind(), database));
             }
-            counters.request(0, 0);
+            counters.call("Glue GetTables", 0, 0);
             let page = self
                 .client
                 .get_tables()

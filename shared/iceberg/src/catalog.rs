@@ -402,7 +402,7 @@ impl Catalog for InMemoryCatalog {
         name: &str,
         counters: &IoCounters,
     ) -> Result<Option<CatalogEntry>> {
-        counters.request(0, 0);
+        counters.call("catalog load", 0, 0);
         let tables = self.tables.lock().map_err(|_| Self::poisoned())?;
         Ok(tables
             .get(&(database.to_string(), name.to_string()))
@@ -417,7 +417,7 @@ impl Catalog for InMemoryCatalog {
         commit: CatalogCommit<'_>,
         counters: &IoCounters,
     ) -> Result<Option<String>> {
-        counters.request(0, 0);
+        counters.call("catalog commit", 0, 0);
         if !self
             .databases
             .lock()
@@ -476,7 +476,7 @@ impl Catalog for InMemoryCatalog {
     }
 
     async fn drop_table(&self, database: &str, name: &str, counters: &IoCounters) -> Result<()> {
-        counters.request(0, 0);
+        counters.call("catalog drop", 0, 0);
         let mut tables = self.tables.lock().map_err(|_| Self::poisoned())?;
         tables.remove(&(database.to_string(), name.to_string()));
         Ok(())
@@ -487,7 +487,7 @@ impl Catalog for InMemoryCatalog {
         database: &str,
         counters: &IoCounters,
     ) -> Result<Vec<IcebergEntry>> {
-        counters.request(0, 0);
+        counters.call("catalog list", 0, 0);
         if !self
             .databases
             .lock()

@@ -112,7 +112,7 @@ pub enum GlueSyncResponse {
     /// To a fan-out part.
     FanOutPart(PartWritten),
     /// To the finishing step of a fan-out.
-    FanOutFinished(SyncReport),
+    FanOutFinished(Box<SyncReport>),
 }
 
 /// One mirror's outcome in the scheduled catch-up.
@@ -293,7 +293,7 @@ impl GlueSyncFunction {
                 fanout::check_target(&self.lake, &request, &plan, counters.clone()).await?;
                 let report = fanout::finish(&self.lake, &plan, counters).await?;
                 tracing::info!(table = %plan.table_uri, glue_table = %format!("{}.{}", report.database, report.table), action = ?report.action, delta_version = ?report.delta_version, added_files = report.added_files, "finished a fanned-out bootstrap");
-                Ok(GlueSyncResponse::FanOutFinished(report))
+                Ok(GlueSyncResponse::FanOutFinished(Box::new(report)))
             }
         }
     }

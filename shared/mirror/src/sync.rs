@@ -104,10 +104,10 @@ async fn sync_step(
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(request.settings.format_version)
         .with_history(request.settings.history);
-    // An explicit Glue table needs no lakemirror.glue.* properties.
-    let remembered = match defaults.fixed() {
-        Some(_) => None,
-        None => remembered_properties(&metadata_store, data.root_uri()).await?,
+    // The lakemirror.glue.* properties are remembered only where they may choose the target.
+    let remembered = match defaults.properties_choose() {
+        false => None,
+        true => remembered_properties(&metadata_store, data.root_uri()).await?,
     };
     let FirstRead {
         mut properties,
@@ -185,7 +185,7 @@ async fn sync_step(
         if committed.await? == Commit::LostRace {
             continue;
         }
-        if defaults.fixed().is_none()
+        if defaults.properties_choose()
             && let Some(version) = report.delta_version
             && remembered
                 .as_ref()
@@ -276,11 +276,14 @@ async fn first_read(
         in_groups: false,
         tail: TailRead::NotRead,
     };
-    match (defaults.fixed(), remembered) {
-        (Some(_), _) => Ok(known(TargetProperties::default())),
-        (None, Some(remembered)) => Ok(known(remembered.properties.clone())),
-        (None, None) if bootstraps_in_groups(log, request).await? => named_by_definition().await,
-        (None, None) => match RecentHistory::read(log, request, None, true).await {
+    // Properties that cannot choose the target are not read before the load: the planning
+    // reads what it needs, and a table that names another catalog table is warned about
+    // then (`TargetDefaults::resolve`).
+    match (defaults.properties_choose(), remembered) {
+        (false, _) => Ok(known(TargetProperties::default())),
+        (true, Some(remembered)) => Ok(known(remembered.properties.clone())),
+        (true, None) if bootstraps_in_groups(log, request).await? => named_by_definition().await,
+        (true, None) => match RecentHistory::read(log, request, None, true).await {
             Ok(read) => Ok(FirstRead {
                 properties: TargetProperties::of(read.newest_metadata()),
                 tail: TailRead::Read(read.catalog_managed().cloned()),
@@ -1003,6 +1006,50 @@ mod tests {
                 "400"
             );
         }
+    }
+
+    /// Issue 54: every request of a one-commit sync is named, and they are the floor: the
+    /// commit, the catalog's pointer, the current metadata and manifest list, the three files
+    /// written and the swap, with two checks (the commit mirrored last is still the table's;
+    /// no folder above holds a Delta log). The deployment lets no table choose its name, so
+    /// no remembered target is read.
+    #[tokio::test]
+    async fn a_one_commit_sync_makes_the_requests_of_the_floor_and_names_each() {
+        let (lake, _) = lake();
+        let uri = "s3://lake/stream";
+        let table = lake.stores.open(uri, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                protocol(),
+                metadata("s", &[("id", "long")], &[]),
+                add("f0.parquet", 1, &[]),
+            ],
+        )
+        .await;
+        let mut request = request(uri);
+        sync(&lake, &request).await.unwrap();
+        write_commit(&table, 1, &[add("f1.parquet", 1, &[])]).await;
+        // As the function syncs it: the event names the version.
+        request.known_version = Some(1);
+        let io = sync(&lake, &request).await.unwrap().io;
+        let calls: Vec<(&str, u64)> = io.calls.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        assert_eq!(
+            calls,
+            [
+                ("S3 GET Delta commit", 2),
+                ("S3 GET manifest list", 1),
+                ("S3 GET mirror metadata", 1),
+                ("S3 LIST Delta log listing", 1),
+                ("S3 PUT manifest", 1),
+                ("S3 PUT manifest list", 1),
+                ("S3 PUT mirror metadata", 1),
+                ("catalog commit", 1),
+                ("catalog load", 1),
+            ]
+        );
+        assert_eq!(io.requests, 10);
     }
 
     #[tokio::test]

@@ -109,6 +109,14 @@ pub fn allowed_names(pattern: Option<&str>, what: &str) -> Result<Option<regex::
 }
 
 impl TargetDefaults {
+    /// Whether the Delta table's own `lakemirror.glue.*` properties may choose its target:
+    /// no explicit table, and an allowlist of databases (`ALLOWED_GLUE_DATABASES`). When they
+    /// may not, the target is the deployment's whatever they say, so a sync need not read or
+    /// remember them (a request saved on every sync).
+    pub fn properties_choose(&self) -> bool {
+        self.explicit_table.is_none() && self.allowed_databases.is_some()
+    }
+
     /// The target when properties are not consulted.
     pub fn fixed(&self) -> Option<CatalogTarget> {
         self.explicit_table.as_ref().map(|table| CatalogTarget {

@@ -229,7 +229,11 @@ impl RestCatalog {
                 Err(BodyError::Read(e)) => return Err(unreachable(e).into()),
                 Err(BodyError::TooLarge(e)) => return Err(e.into()),
             };
-            counters.request(bytes.len(), payload.len());
+            counters.call(
+                &format!("REST {method} {}", route_kind(url)),
+                bytes.len(),
+                payload.len(),
+            );
             let refused = status == StatusCode::UNAUTHORIZED || status.as_u16() == 419;
             if refused && !retried && self.auth.refused().await {
                 retried = true;
@@ -600,6 +604,22 @@ impl Catalog for RestCatalog {
             }
         }
         Ok(tables)
+    }
+}
+
+/// What a REST request is for, by its route: the table, its namespace's tables, the config.
+fn route_kind(url: &str) -> &'static str {
+    let path = url.split('?').next().unwrap_or(url);
+    if path.ends_with("/v1/config") {
+        "config"
+    } else if path.ends_with("/register") {
+        "register"
+    } else if path.ends_with("/tables") {
+        "tables"
+    } else if path.contains("/tables/") {
+        "table"
+    } else {
+        "other"
     }
 }
 

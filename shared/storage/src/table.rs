@@ -191,21 +191,27 @@ impl TableStorage {
         let result = match self.store.get(&self.readable(location)?).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => {
-                self.counters.request(0, 0);
+                self.counted("GET", location, 0, 0);
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),
         };
         let now = result.meta.size;
         if now > max_bytes.min(share.read_bytes()) {
-            self.counters.request(0, 0);
+            self.counted("GET", location, 0, 0);
             return Err(self.over(location, now, max_bytes, &share));
         }
         share.grow(location, now, &mut room, now).await?;
         let meta = result.meta.clone();
         let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
+        self.counted("GET", location, bytes.len(), 0);
         Ok(Some((room.holding(bytes), meta)))
+    }
+
+    /// One request of `op` for `location`, named for the report by what it read or wrote.
+    fn counted(&self, op: &str, location: &str, read: usize, written: usize) {
+        let call = format!("S3 {op} {}", crate::counters::object_kind(location));
+        self.counters.call(&call, read, written);
     }
 
     /// `location`, of `size` bytes, over `max_bytes` or the share.
@@ -239,7 +245,7 @@ impl TableStorage {
         let result = match self.store.get(&self.readable(location)?).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => {
-                self.counters.request(0, 0);
+                self.counted("GET", location, 0, 0);
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),
@@ -247,7 +253,7 @@ impl TableStorage {
         let share = budget::current();
         let size = result.meta.size;
         if size > max_bytes && max_bytes < share.read_bytes() {
-            self.counters.request(0, 0);
+            self.counted("GET", location, 0, 0);
             return Err(Error::TooLarge {
                 location: location.to_string(),
                 size,
@@ -259,13 +265,13 @@ impl TableStorage {
         let room = match share.reserve(location, size).await {
             Ok(room) => room,
             Err(e) => {
-                self.counters.request(0, 0);
+                self.counted("GET", location, 0, 0);
                 return Err(e);
             }
         };
         let meta = result.meta.clone();
         let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
+        self.counted("GET", location, bytes.len(), 0);
         Ok(Some((room.holding(bytes), meta)))
     }
 
@@ -277,7 +283,7 @@ impl TableStorage {
         let result = match self.store.get(&self.readable(location)?).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => {
-                self.counters.request(0, 0);
+                self.counted("GET", location, 0, 0);
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),
@@ -286,13 +292,13 @@ impl TableStorage {
         let size = result.meta.size;
         let factor = parse_factor.max(1);
         if size.saturating_mul(factor) > share.read_bytes() {
-            self.counters.request(0, 0);
+            self.counted("GET", location, 0, 0);
             return Err(share.too_large_to_parse(location, size, factor));
         }
         let room = share.reserve(location, size.saturating_mul(factor)).await?;
         let meta = result.meta.clone();
         let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
+        self.counted("GET", location, bytes.len(), 0);
         Ok(Some(ToParse { bytes, meta, room }))
     }
 
@@ -349,11 +355,11 @@ impl TableStorage {
             .get_opts(&self.readable(location)?, options)
             .await?;
         if result.range != range {
-            self.counters.request(0, 0);
+            self.counted("GET range", location, 0, 0);
             return Err(self.shorter_than_asked(location, &range, result.meta.size));
         }
         let bytes = result.bytes().await?;
-        self.counters.request(bytes.len(), 0);
+        self.counted("GET range", location, bytes.len(), 0);
         if bytes.len() as u64 != wanted {
             return Err(self.shorter_than_asked(
                 location,
@@ -409,7 +415,7 @@ impl TableStorage {
         self.store
             .put(&self.writable(location)?, PutPayload::from_bytes(bytes))
             .await?;
-        self.counters.request(0, len);
+        self.counted("PUT", location, 0, len);
         Ok(())
     }
 
@@ -419,7 +425,7 @@ impl TableStorage {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        self.counters.request(0, 0);
+        self.counted("DELETE", location, 0, 0);
         Ok(())
     }
 
@@ -441,7 +447,12 @@ impl TableStorage {
         let outcomes: Vec<object_store::Result<Path>> =
             self.store.delete_stream(keys).collect().await;
         for _ in 0..requests {
-            self.counters.request(0, 0);
+            self.counted(
+                "DeleteObjects",
+                locations.first().map_or("", String::as_str),
+                0,
+                0,
+            );
         }
         match outcomes.into_iter().find_map(|outcome| match outcome {
             Ok(_) | Err(object_store::Error::NotFound { .. }) => None,
@@ -455,7 +466,7 @@ impl TableStorage {
     /// The metadata of `location` (one HEAD request); not found when it does not exist.
     pub async fn head(&self, location: &str) -> Result<ObjectMeta> {
         let meta = self.store.head(&self.readable(location)?).await?;
-        self.counters.request(0, 0);
+        self.counted("HEAD", location, 0, 0);
         Ok(meta)
     }
 
@@ -466,7 +477,7 @@ impl TableStorage {
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        self.counters.request(0, 0);
+        self.counted("HEAD", location, 0, 0);
         Ok(found)
     }
 
@@ -477,7 +488,7 @@ impl TableStorage {
         let listed = self.store.list_with_delimiter(Some(&key)).await?;
         let pages = (listed.objects.len() + listed.common_prefixes.len()).div_ceil(1000);
         for _ in 0..pages.max(1) {
-            self.counters.request(0, 0);
+            self.counted("LIST", folder, 0, 0);
         }
         let mut folders: Vec<String> = listed
             .common_prefixes
@@ -499,7 +510,7 @@ impl TableStorage {
             .next()
             .await
             .transpose()?;
-        self.counters.request(0, 0);
+        self.counted("LIST", prefix, 0, 0);
         Ok(first.is_some())
     }
 
@@ -516,7 +527,7 @@ impl TableStorage {
                 break;
             }
         }
-        self.counters.request(0, 0);
+        self.counted("LIST", prefix, 0, 0);
         Ok(found)
     }
 
@@ -537,7 +548,7 @@ impl TableStorage {
         };
         // S3 answers 1,000 keys a page.
         for _ in 0..listed.len().div_ceil(1000).max(1) {
-            self.counters.request(0, 0);
+            self.counted("LIST", prefix, 0, 0);
         }
         listed.sort_by(|a, b| a.location.cmp(&b.location));
         Ok(listed)
