@@ -112,7 +112,7 @@ async fn sync_step(
     let FirstRead {
         mut properties,
         mut history,
-        in_groups,
+        mut in_groups,
         mut tail,
     } = first_read(&log, request, &defaults, remembered.as_ref()).await?;
     if let TailRead::Read(found) = &tail {
@@ -125,7 +125,16 @@ async fn sync_step(
     loop {
         attempt += 1;
         let read = load_claiming(lake, &target, &data, &metadata_store, &counters).await?;
-        log = with_tail(log, read.current.as_ref(), &mut tail).await?;
+        // A new mirror whose table was not read before the load (its target did not need
+        // it): read now what the first plan takes, as the first read would have.
+        if read.current.is_none() && matches!(tail, TailRead::NotRead) {
+            let first = read_new_table(&log, request).await?;
+            (history, in_groups, tail) = (first.history, first.in_groups, first.tail);
+            if let TailRead::Read(found) = &tail {
+                log = log.with_tail(found.clone());
+            }
+        }
+        log = with_tail(log, read.current.as_ref()).await?;
         // On every sync, not only a mirror's first: a table inside another's folder must not
         // keep a mirror that an `_delta_log/` gone for a moment let it take. The listings go
         // out beside the planning's reads.
@@ -230,29 +239,13 @@ enum TailRead {
 
 /// The log with its tail before the sync plans, so that every read of the sync reads the
 /// table as its catalog has it and the catalog is asked once: a mirror of a catalog-managed
-/// table names its table's id, and a new mirror whose table was not read yet reads its
-/// definition. A table that is gone is left to the planning to find.
-async fn with_tail(
-    log: DeltaLog,
-    current: Option<&CommittedTable>,
-    tail: &mut TailRead,
-) -> Result<DeltaLog> {
-    if log.tail().is_some() {
-        return Ok(log);
+/// table names its table's id (its newest versions may exist only as the commits its
+/// catalog ratified).
+async fn with_tail(log: DeltaLog, current: Option<&CommittedTable>) -> Result<DeltaLog> {
+    match current.and_then(CommittedTable::catalog_table_id) {
+        Some(id) if log.tail().is_none() => Ok(log.ask_catalog(Some(id)).await?),
+        _ => Ok(log),
     }
-    // Its newest versions may exist only as the commits its catalog ratified.
-    if let Some(id) = current.and_then(CommittedTable::catalog_table_id) {
-        return Ok(log.ask_catalog(Some(id)).await?);
-    }
-    if current.is_some() || matches!(tail, TailRead::Read(_)) {
-        return Ok(log);
-    }
-    let log = match log.with_its_tail().await {
-        Err(lakemirror_delta::Error::NotADeltaTable(_)) => log,
-        read => read?,
-    };
-    *tail = TailRead::Read(log.tail().cloned());
-    Ok(log)
 }
 
 async fn first_read(
@@ -261,6 +254,31 @@ async fn first_read(
     defaults: &TargetDefaults,
     remembered: Option<&RememberedProperties>,
 ) -> Result<FirstRead> {
+    // Properties that cannot choose the target are not read before the load: a new mirror
+    // reads its table after it, and a table that names another catalog table is warned
+    // about when the planning reads its metadata (`TargetDefaults::resolve`).
+    match (defaults.properties_choose(), remembered) {
+        (false, _) => Ok(FirstRead::known(TargetProperties::default())),
+        (true, Some(remembered)) => Ok(FirstRead::known(remembered.properties.clone())),
+        (true, None) => read_new_table(log, request).await,
+    }
+}
+
+impl FirstRead {
+    /// What is known without reading the table: its target's properties.
+    fn known(properties: TargetProperties) -> Self {
+        FirstRead {
+            properties,
+            history: None,
+            in_groups: false,
+            tail: TailRead::NotRead,
+        }
+    }
+}
+
+/// The first read of a table not mirrored yet: its recent history (which the first plan
+/// takes), or, larger than one read holds, its definition (bootstrapped in groups).
+async fn read_new_table(log: &DeltaLog, request: &SyncRequest) -> Result<FirstRead> {
     let named_by_definition = async || -> Result<FirstRead> {
         let definition = log.definition().await?;
         Ok(FirstRead {
@@ -270,35 +288,24 @@ async fn first_read(
             tail: TailRead::Read(definition.catalog_managed),
         })
     };
-    let known = |properties: TargetProperties| FirstRead {
-        properties,
-        history: None,
-        in_groups: false,
-        tail: TailRead::NotRead,
-    };
-    // Properties that cannot choose the target are not read before the load: the planning
-    // reads what it needs, and a table that names another catalog table is warned about
-    // then (`TargetDefaults::resolve`).
-    match (defaults.properties_choose(), remembered) {
-        (false, _) => Ok(known(TargetProperties::default())),
-        (true, Some(remembered)) => Ok(known(remembered.properties.clone())),
-        (true, None) if bootstraps_in_groups(log, request).await? => named_by_definition().await,
-        (true, None) => match RecentHistory::read(log, request, None, true).await {
-            Ok(read) => Ok(FirstRead {
-                properties: TargetProperties::of(read.newest_metadata()),
-                tail: TailRead::Read(read.catalog_managed().cloned()),
-                history: Some(read),
-                in_groups: false,
-            }),
-            // Gone, or never there: the Glue table (if any) says which.
-            Err(e) if e.is_not_a_delta_table() => Ok(FirstRead {
-                tail: TailRead::Read(None),
-                ..known(TargetProperties::default())
-            }),
-            // Larger than one read holds: bootstrapped in groups, named by its definition.
-            Err(e) if e.is_too_many_files() => named_by_definition().await,
-            Err(e) => Err(e),
-        },
+    if bootstraps_in_groups(log, request).await? {
+        return named_by_definition().await;
+    }
+    match RecentHistory::read(log, request, None, true).await {
+        Ok(read) => Ok(FirstRead {
+            properties: TargetProperties::of(read.newest_metadata()),
+            tail: TailRead::Read(read.catalog_managed().cloned()),
+            history: Some(read),
+            in_groups: false,
+        }),
+        // Gone, or never there: the catalog table (if any) says which.
+        Err(e) if e.is_not_a_delta_table() => Ok(FirstRead {
+            tail: TailRead::Read(None),
+            ..FirstRead::known(TargetProperties::default())
+        }),
+        // Larger than one read holds: bootstrapped in groups, named by its definition.
+        Err(e) if e.is_too_many_files() => named_by_definition().await,
+        Err(e) => Err(e),
     }
 }
 
