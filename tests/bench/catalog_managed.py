@@ -143,13 +143,14 @@ def requests_per_sync(binary: str, server: unity.UnityServer, counter: CatalogCo
         report, wall_ms = cli_sync(binary, plain_root, database)
         check(report, v, plain_root)
         out["plain"].append({"requests": report["io"]["requests"], "elapsed_ms": report["elapsed_ms"],
-                             "wall_ms": wall_ms, "catalog": {}})
+                             "wall_ms": wall_ms, "catalog": {}, "calls": report["io"].get("calls", {})})
         managed.commit(v, managed.write(f"part-{v:05}.parquet", rows(v)))
         mark = counter.mark()
         report, wall_ms = cli_sync(binary, managed.location, database, counter.url)
         check(report, v, managed.location)
         out["managed"].append({"requests": report["io"]["requests"], "elapsed_ms": report["elapsed_ms"],
-                               "wall_ms": wall_ms, "catalog": dict(counter.since(mark))})
+                               "wall_ms": wall_ms, "catalog": dict(counter.since(mark)),
+                               "calls": report["io"].get("calls", {})})
     return out
 
 
@@ -271,6 +272,14 @@ def print_requests(cli: dict, build: str):
           f"| {m_ms:.0f} ms | {m_wall:.0f} ms |")
     print(f"| ratio | {ratio(m_req, p_req)} | | | {ratio(m_ms, p_ms)} | {ratio(m_wall, p_wall)} |")
     print(f"\nCatalog requests per managed sync, by kind (mean of {n}): {describe(per_sync)}\n")
+    # Every request accounted for (issue 54): the last round's, by call and what it was for.
+    calls = sorted(set(plain[-1].get("calls", {})) | set(managed[-1].get("calls", {})))
+    if calls:
+        print("| request (last round) | plain | catalog-managed |")
+        print("|---|---:|---:|")
+        for call in calls:
+            print(f"| {call} | {plain[-1]['calls'].get(call, 0)} | {managed[-1]['calls'].get(call, 0)} |")
+        print()
 
 
 def print_latency(lat: dict, build: str):
