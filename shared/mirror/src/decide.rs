@@ -47,6 +47,7 @@ pub(crate) async fn plan(
     let Some(synced) = view.delta_version else {
         let snapshot = log.snapshot(to_version).await?;
         let metadata = snapshot.metadata().cloned();
+        let read_as = snapshot.catalog_managed.clone();
         return Ok(Planned::grown(
             vec![plan_full_taking(
                 log.table().scope(),
@@ -55,7 +56,8 @@ pub(crate) async fn plan(
                 request.settings.format_version,
             )?],
             metadata.as_ref(),
-        ));
+        )
+        .read_as(read_as.as_ref()));
     };
     let mirrored_already = match to_version {
         Some(target) => target <= synced,
@@ -154,6 +156,7 @@ async fn plan_new_mirror(
         plans: Vec::new(),
         newest_metadata: grouped.metadata().cloned(),
         rebuilt: None,
+        catalog_managed: grouped.catalog_managed().cloned(),
         grouped: Some(grouped),
         more_follow: false,
     })
@@ -247,6 +250,8 @@ pub(crate) async fn checked_full(
         }
         other => other?,
     };
+    // A catalog-managed table found by this read: the rebuild reads on with its tail.
+    let log = &log.clone().with_tail(snapshot.catalog_managed.clone());
     let table_id = snapshot.metadata().and_then(|m| m.id.as_deref());
     let reason = match (current.delta_table_id(), table_id) {
         (Some(was), Some(now)) if was != now => Some(format!(
@@ -285,7 +290,8 @@ pub(crate) async fn checked_full(
                 )
                 .await
             }
-            plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())),
+            plan => Ok(Planned::grown(vec![plan?], snapshot.metadata())
+                .read_as(snapshot.catalog_managed.as_ref())),
         },
     }
 }
@@ -318,6 +324,7 @@ pub(crate) async fn rebuild(
         let window_full =
             history.commits.len() + 1 >= usize::try_from(versions).unwrap_or(usize::MAX);
         let newest_metadata = history.newest_metadata().cloned();
+        let read_as = history.catalog_managed().cloned();
         // The mirror keeps its format version unless the Delta table asks for another.
         let mut first = plan_full_taking(
             log.table().scope(),
@@ -357,6 +364,7 @@ pub(crate) async fn rebuild(
                     rebuilt: reason,
                     grouped: None,
                     more_follow: false,
+                    catalog_managed: read_as,
                 });
             }
             Err(lakemirror_plan::Error::RebuildNeeded { from_version, .. })
@@ -429,6 +437,10 @@ pub(crate) struct Planned {
     /// More commits follow the planned ones than one read of the log held: the sync goes on
     /// once these are committed.
     pub(crate) more_follow: bool,
+    /// How a whole read of the table (a snapshot, a history) found a catalog-managed table
+    /// to be read, when the log had no tail yet: the sync keeps it for the rest of its work
+    /// (the id it records, its report).
+    pub(crate) catalog_managed: Option<CatalogManaged>,
 }
 
 /// Whether a new mirror of this table is bootstrapped in groups: its newest checkpoint holds
@@ -453,7 +465,14 @@ impl Planned {
             rebuilt: None,
             grouped: None,
             more_follow: false,
+            catalog_managed: None,
         }
+    }
+
+    /// These plans, read from the table as `read_as` says.
+    fn read_as(mut self, read_as: Option<&CatalogManaged>) -> Self {
+        self.catalog_managed = read_as.cloned();
+        self
     }
 }
 

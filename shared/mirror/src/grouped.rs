@@ -138,6 +138,11 @@ impl GroupedBootstrap {
     }
 
     /// The Delta metadata at the version read.
+    /// How the table was read: its log's tail, for a catalog-managed table.
+    pub fn catalog_managed(&self) -> Option<&lakemirror_delta::CatalogManaged> {
+        self.snapshot.catalog_managed.as_ref()
+    }
+
     pub fn metadata(&self) -> Option<&Metadata> {
         self.snapshot.metadata()
     }

@@ -126,8 +126,9 @@ async fn sync_step(
         attempt += 1;
         let read = load_claiming(lake, &target, &data, &metadata_store, &counters).await?;
         // A new mirror whose table was not read before the load (its target did not need
-        // it): read now what the first plan takes, as the first read would have.
-        if read.current.is_none() && matches!(tail, TailRead::NotRead) {
+        // it): read now what the first plan takes, as the first read would have. (A mirror
+        // whose metadata is lost is rebuilt by the planning, which reads its own history.)
+        if read.current.is_none() && read.lost.is_none() && matches!(tail, TailRead::NotRead) {
             let first = read_new_table(&log, request).await?;
             (history, in_groups, tail) = (first.history, first.in_groups, first.tail);
             if let TailRead::Read(found) = &tail {
@@ -190,6 +191,9 @@ async fn sync_step(
         );
         report.reason = planned.rebuilt.clone();
         let more_follow = planned.more_follow;
+        // A whole read in the planning may have found the table catalog-managed: the id the
+        // mirror records and the report follow it.
+        log = log.with_tail(planned.catalog_managed.clone());
         let committed = commit_planned(lake, &writer, &read, &log, planned, &mut report, &counters);
         if committed.await? == Commit::LostRace {
             continue;
@@ -1215,6 +1219,65 @@ mod catalog_managed_tests {
             };
             sync_table(&self.lake, &request, Arc::default()).await
         }
+    }
+
+    /// A mirror that records no catalog id (its table was plain) of a table re-created as
+    /// catalog-managed: the rebuild reads the table as its catalog has it, and the mirror
+    /// records the id and reports how it was read.
+    #[tokio::test(start_paused = true)]
+    async fn a_table_re_created_as_catalog_managed_is_rebuilt_as_its_catalog_has_it() {
+        use lakemirror_delta::test_tables::{metadata, protocol};
+        let rig = rig().await;
+        let root = "s3://lake/recreated";
+        let table = rig.lake.stores.open(root, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                commit_info(1),
+                protocol(),
+                metadata("plain", &[("id", "long")], &[]),
+                add("old.parquet", 10, &[]),
+            ],
+        )
+        .await;
+        let request = SyncRequest::new(root, "lake");
+        sync_table(&rig.lake, &request, Arc::default())
+            .await
+            .unwrap();
+        write_commit(
+            &table,
+            0,
+            &catalog_managed_commit("managed", "uc-2", &[("id", "long")]),
+        )
+        .await;
+        rig.commits.create("uc-2", root);
+        let staged = write_staged(
+            &table,
+            1,
+            "00000000-0000-4000-8000-000000000009",
+            &[commit_info(2), add("new.parquet", 10, &[])],
+        )
+        .await;
+        rig.commits.ratify("uc-2", staged);
+        let rebuilt = sync_table(&rig.lake, &request, Arc::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            (rebuilt.action, rebuilt.delta_version),
+            (SyncAction::Rebuilt, Some(1))
+        );
+        assert_eq!(rebuilt.catalog_managed.unwrap().ratified_version, Some(1));
+        let properties = rig.catalog.parameters("lake", "recreated").unwrap();
+        let (bytes, _) = table.get(&properties["metadata_location"]).await.unwrap();
+        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            metadata
+                .properties()
+                .get(CATALOG_TABLE_ID_PROPERTY)
+                .map(String::as_str),
+            Some("uc-2")
+        );
     }
 
     #[tokio::test(start_paused = true)]
