@@ -125,17 +125,11 @@ async fn sync_step(
     loop {
         attempt += 1;
         let read = load_claiming(lake, &target, &data, &metadata_store, &counters).await?;
-        // A new mirror whose table was not read before the load (its target did not need
-        // it): read now what the first plan takes, as the first read would have. (A mirror
-        // whose metadata is lost is rebuilt by the planning, which reads its own history.)
-        if read.current.is_none() && read.lost.is_none() && matches!(tail, TailRead::NotRead) {
-            let first = read_new_table(&log, request).await?;
+        let (tailed, first) = log_for_planning(log, &read, request, &tail).await?;
+        log = tailed;
+        if let Some(first) = first {
             (history, in_groups, tail) = (first.history, first.in_groups, first.tail);
-            if let TailRead::Read(found) = &tail {
-                log = log.with_tail(found.clone());
-            }
         }
-        log = with_tail(log, read.current.as_ref()).await?;
         // On every sync, not only a mirror's first: a table inside another's folder must not
         // keep a mirror that an `_delta_log/` gone for a moment let it take. The listings go
         // out beside the planning's reads.
@@ -241,14 +235,34 @@ enum TailRead {
     Read(Option<CatalogManaged>),
 }
 
-/// The log with its tail before the sync plans, so that every read of the sync reads the
-/// table as its catalog has it and the catalog is asked once: a mirror of a catalog-managed
-/// table names its table's id (its newest versions may exist only as the commits its
-/// catalog ratified).
-async fn with_tail(log: DeltaLog, current: Option<&CommittedTable>) -> Result<DeltaLog> {
-    match current.and_then(CommittedTable::catalog_table_id) {
-        Some(id) if log.tail().is_none() => Ok(log.ask_catalog(Some(id)).await?),
-        _ => Ok(log),
+/// The log the sync plans with, after the load, and the first read of a new mirror whose
+/// table was not read before the load (its target did not need it): what the first plan
+/// takes, as the first read would have. (A mirror whose metadata is lost is rebuilt by the
+/// planning, which reads its own history.) A mirror of a catalog-managed table names its
+/// table's id: the log's tail is then asked before the planning, so that every read of the
+/// sync reads the table as its catalog has it (its newest versions may exist only as the
+/// commits its catalog ratified) and the catalog is asked once.
+async fn log_for_planning(
+    mut log: DeltaLog,
+    read: &CatalogTable,
+    request: &SyncRequest,
+    tail: &TailRead,
+) -> Result<(DeltaLog, Option<FirstRead>)> {
+    let mut first = None;
+    if read.current.is_none() && read.lost.is_none() && matches!(tail, TailRead::NotRead) {
+        let new_table = read_new_table(&log, request).await?;
+        if let TailRead::Read(found) = &new_table.tail {
+            log = log.with_tail(found.clone());
+        }
+        first = Some(new_table);
+    }
+    let id = read
+        .current
+        .as_ref()
+        .and_then(CommittedTable::catalog_table_id);
+    match id {
+        Some(id) if log.tail().is_none() => Ok((log.ask_catalog(Some(id)).await?, first)),
+        _ => Ok((log, first)),
     }
 }
 
