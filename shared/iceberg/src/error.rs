@@ -103,10 +103,7 @@ impl Kind for Error {
     fn kind(&self) -> ErrorKind {
         match self {
             Error::CommitConflict(_) => ErrorKind::Retry,
-            Error::Catalog { retryable, .. } => match retryable {
-                true => ErrorKind::Retry,
-                false => ErrorKind::Table,
-            },
+            Error::Catalog { retryable, .. } => ErrorKind::retry_if(*retryable),
             Error::Storage(e) => e.kind(),
             Error::Delta(e) => e.kind(),
             Error::Plan(e) => e.kind(),

@@ -144,15 +144,9 @@ impl Error {
 impl Kind for Error {
     fn kind(&self) -> ErrorKind {
         match self {
-            Error::Postgres { retryable, .. } => match retryable {
-                true => ErrorKind::Retry,
-                false => ErrorKind::Table,
-            },
+            Error::Postgres { retryable, .. } => ErrorKind::retry_if(*retryable),
             Error::OutOfTime(_) => ErrorKind::Retry,
-            Error::FixedBy { source, .. } => match source.kind() {
-                ErrorKind::Retry => ErrorKind::Retry,
-                _ => ErrorKind::Configuration,
-            },
+            Error::FixedBy { source, .. } => source.kind().fixed_by_setting(),
             Error::Storage(e) => e.kind(),
             Error::Delta(e) => e.kind(),
             Error::Unity(e) => e.kind(),

@@ -20,6 +20,26 @@ pub enum ErrorKind {
     Bug,
 }
 
+impl ErrorKind {
+    /// A failure that `may_pass` by itself (a throttled or unavailable service says so) is
+    /// retried; otherwise it is this table's alone.
+    pub fn retry_if(may_pass: bool) -> Self {
+        match may_pass {
+            true => ErrorKind::Retry,
+            false => ErrorKind::Table,
+        }
+    }
+
+    /// The kind of an error that a setting fixes, caused by one of this kind: it is the
+    /// configuration's, unless it may pass by itself.
+    pub fn fixed_by_setting(self) -> Self {
+        match self {
+            ErrorKind::Retry => ErrorKind::Retry,
+            _ => ErrorKind::Configuration,
+        }
+    }
+}
+
 /// An error that knows its [`ErrorKind`]: the one thing each crate's error decides.
 pub trait Kind {
     fn kind(&self) -> ErrorKind;

@@ -144,10 +144,7 @@ impl Kind for Error {
             Error::Store(_) => ErrorKind::Retry,
             // An object that fits the whole budget is read again, alone.
             Error::TooLarge { fits_alone, .. } | Error::TooLargeParsed { fits_alone, .. } => {
-                match fits_alone {
-                    true => ErrorKind::Retry,
-                    false => ErrorKind::Table,
-                }
+                ErrorKind::retry_if(*fits_alone)
             }
             Error::Location { .. } | Error::Outside { .. } => ErrorKind::Table,
             Error::Secret { .. } => ErrorKind::Configuration,

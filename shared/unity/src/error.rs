@@ -101,14 +101,8 @@ impl Error {
 impl Kind for Error {
     fn kind(&self) -> ErrorKind {
         match self {
-            Error::Unity { retryable, .. } => match retryable {
-                true => ErrorKind::Retry,
-                false => ErrorKind::Table,
-            },
-            Error::FixedBy { source, .. } => match source.kind() {
-                ErrorKind::Retry => ErrorKind::Retry,
-                _ => ErrorKind::Configuration,
-            },
+            Error::Unity { retryable, .. } => ErrorKind::retry_if(*retryable),
+            Error::FixedBy { source, .. } => source.kind().fixed_by_setting(),
             Error::Storage(e) => e.kind(),
             Error::Delta(e) => e.kind(),
             Error::Bug { .. } => ErrorKind::Bug,
