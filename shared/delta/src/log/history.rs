@@ -5,7 +5,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 
 use crate::actions::DeltaCommit;
 use crate::bounded::HeapSize;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::replay::ActiveFileSet;
 
 use super::checkpoints::{Reading, first_complete_checkpoint, newest_complete_checkpoint};
@@ -28,21 +28,11 @@ impl DeltaLog {
         floor: Option<i64>,
         since_checkpoint: bool,
     ) -> Result<(DeltaSnapshot, Vec<DeltaCommit>)> {
-        let read = async |log: &DeltaLog| {
+        self.as_catalog_has_it(async |log: &DeltaLog| {
             log.read_recent_history(target, versions, floor, since_checkpoint)
                 .await
-        };
-        let replayed = match read(self).await {
-            Err(e @ Error::NoSuchVersion { .. }) => self.past_published(e).await?,
-            other => other?,
-        };
-        match replayed {
-            Replayed::Table(history) => Ok(history),
-            Replayed::CatalogManaged { table_id } => {
-                let log = self.ask_catalog(table_id.as_deref()).await?;
-                read(&log).await?.asked(&log)
-            }
-        }
+        })
+        .await
     }
 
     async fn read_recent_history(

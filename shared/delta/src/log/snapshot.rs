@@ -72,20 +72,29 @@ impl DeltaLog {
     /// the read finds the table is one and its catalog was not asked yet, once more with the
     /// catalog's commits as the tail ([`DeltaSnapshot::catalog_managed`] says which).
     pub async fn snapshot(&self, target: Option<i64>) -> Result<DeltaSnapshot> {
-        let everything = || ActiveFileSet::default();
-        let replayed = match self
-            .rebuild(target, Reading::Everything, everything())
-            .await
-        {
+        self.as_catalog_has_it(async |log: &DeltaLog| {
+            log.rebuild(target, Reading::Everything, ActiveFileSet::default())
+                .await
+        })
+        .await
+    }
+
+    /// What `read` finds of this log, or, when it finds a catalog-managed table whose
+    /// catalog was not asked yet (also past the published log), what it finds of the log
+    /// with the catalog's commits as its tail: read once more, never in a loop.
+    pub(super) async fn as_catalog_has_it<T>(
+        &self,
+        read: impl AsyncFn(&DeltaLog) -> Result<Replayed<T>>,
+    ) -> Result<T> {
+        let replayed = match read(self).await {
             Err(e @ Error::NoSuchVersion { .. }) => self.past_published(e).await?,
             other => other?,
         };
         match replayed {
-            Replayed::Table(snapshot) => Ok(snapshot),
+            Replayed::Table(table) => Ok(table),
             Replayed::CatalogManaged { table_id } => {
                 let log = self.ask_catalog(table_id.as_deref()).await?;
-                let replayed = log.rebuild(target, Reading::Everything, everything());
-                replayed.await?.asked(&log)
+                read(&log).await?.asked(&log)
             }
         }
     }
@@ -120,13 +129,8 @@ impl DeltaLog {
     /// checkpoint only the footer and those two columns are read (ranged requests), so the
     /// cost does not grow with the number of files in the table.
     pub async fn definition(&self) -> Result<TableDefinition> {
-        match self.read_definition().await? {
-            Replayed::Table(definition) => Ok(definition),
-            Replayed::CatalogManaged { table_id } => {
-                let log = self.ask_catalog(table_id.as_deref()).await?;
-                log.read_definition().await?.asked(&log)
-            }
-        }
+        self.as_catalog_has_it(async |log: &DeltaLog| log.read_definition().await)
+            .await
     }
 
     async fn read_definition(&self) -> Result<Replayed<TableDefinition>> {
