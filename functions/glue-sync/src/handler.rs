@@ -1,9 +1,96 @@
 //! The glue-sync function's handler: a Lambda event in, one sync per announced table
 //! ([`GlueSyncFunction::handle`], with the invocation's deadline), the response out.
 
+use std::sync::Arc;
+
+use lakemirror_aws::config::{self, rest};
+use lakemirror_aws::{DeadLetterQueue, SecretsManager};
+use lakemirror_events::DeadLetters;
 use lakemirror_events::trigger::LambdaInput;
-use lakemirror_mirror::function::{GlueSyncFunction, GlueSyncResponse};
+use lakemirror_iceberg::Lakehouse;
+use lakemirror_mirror::function::{GlueSyncConfig, GlueSyncFunction, GlueSyncResponse};
+use lakemirror_mirror::{function, settings as sync};
+use lakemirror_runtime::crash;
+use lakemirror_runtime::settings::{self, Environment, Wired};
+use lakemirror_storage::uri;
+use lakemirror_unity::commits::commit_catalog;
+use lakemirror_unity::function as unity;
 use lambda_runtime::{Error, LambdaEvent};
+
+/// Every environment variable glue-sync reads, each declared once in the room that reads it,
+/// and what sets it (`shared/cli/src/environment.rs` holds `template.yaml`,
+/// `docs/deployment.md` and the CLI to it; its test `reads` records what the wiring reads).
+pub const ENVIRONMENT: Environment = &[
+    Wired::parameter(&function::GLUE_DATABASE, "GlueDatabase"),
+    Wired::parameter(&uri::TABLE_PREFIXES, "TablePrefixes"),
+    Wired::parameter(&config::ALLOWED_EXTERNAL_ROOTS, "AllowedExternalRoots"),
+    Wired::parameter(&config::MEMORY_SIZE, "MemorySize"),
+    Wired::lambda(&config::AWS_LAMBDA_FUNCTION_MEMORY_SIZE),
+    Wired::resource(&function::DEAD_LETTER_QUEUE_URL, "SyncDeadLetterQueue"),
+    Wired::parameter(&function::MAX_RECEIVE_COUNT, "MaxReceiveCount"),
+    Wired::parameter(&sync::ICEBERG_FORMAT_VERSION, "IcebergFormatVersion"),
+    Wired::parameter(&sync::ON_MISSING_SOURCE, "OnMissingSource"),
+    Wired::parameter(&sync::ALLOWED_GLUE_DATABASES, "AllowedGlueDatabases"),
+    Wired::parameter(&sync::TABLE_NAME_FROM_PATH, "TableNameFromPath"),
+    Wired::parameter(&sync::BOOTSTRAP_GROUP_FILES, "BootstrapGroupFiles"),
+    Wired::parameter(&sync::HISTORY_RECENT_VERSIONS, "HistoryRecentVersions"),
+    Wired::parameter(&sync::HISTORY_HOURLY_FOR, "HistoryHourlyFor"),
+    Wired::parameter(&rest::REST_CATALOG_URI, "RestCatalogUri"),
+    Wired::parameter(&rest::REST_CATALOG_WAREHOUSE, "RestCatalogWarehouse"),
+    Wired::parameter(
+        &config::REST_CATALOG_TOKEN_SECRET_ARN,
+        "RestCatalogTokenSecretArn",
+    ),
+    Wired::parameter(
+        &config::REST_CATALOG_CREDENTIAL_SECRET_ARN,
+        "RestCatalogCredentialSecretArn",
+    ),
+    Wired::local(&rest::REST_CATALOG_TOKEN),
+    Wired::local(&rest::REST_CATALOG_CREDENTIAL),
+    Wired::parameter(
+        &rest::REST_CATALOG_OAUTH2_SERVER_URI,
+        "RestCatalogOAuth2ServerUri",
+    ),
+    Wired::parameter(&rest::REST_CATALOG_SCOPE, "RestCatalogScope"),
+    Wired::parameter(&rest::REST_CATALOG_SIGNING_NAME, "RestCatalogSigningName"),
+    Wired::parameter(
+        &rest::REST_CATALOG_SIGNING_REGION,
+        "RestCatalogSigningRegion",
+    ),
+    Wired::parameter(&unity::UC_URL, "UcUrl"),
+    Wired::parameter(&unity::UC_TOKEN_SECRET_ARN, "UcTokenSecretArn"),
+    Wired::local(&unity::UC_TOKEN),
+    Wired::local(&config::AWS_ENDPOINT_URL_S3),
+    Wired::local(&config::AWS_ALLOW_HTTP),
+    Wired::local(&crash::CRASH_AT),
+    Wired::parameter(&settings::RUST_LOG, "LogLevel"),
+    Wired::lambda(&settings::AWS_LAMBDA_LOG_FORMAT),
+];
+
+/// The function as `setting` (the process's environment) configures it, with `aws`'s clients:
+/// its configuration, the object stores, the catalog (Glue, or the REST catalog named), Unity
+/// Catalog for catalog-managed tables, the dead-letter queue. Built once, at cold start.
+pub async fn function(
+    aws: &aws_config::SdkConfig,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> Result<GlueSyncFunction, Error> {
+    let function_config = GlueSyncConfig::from_settings(setting)?;
+    let secrets = SecretsManager::new(aws);
+    let lake = Lakehouse::new(
+        config::object_stores(aws, setting),
+        config::catalog(aws, setting).await?,
+    )
+    .with_commit_catalog(commit_catalog(setting, Some(&secrets)).await?);
+    let dead_letters = function_config
+        .dead_letter_queue_url
+        .clone()
+        .map(|url| Arc::new(DeadLetterQueue::new(aws, url)) as Arc<dyn DeadLetters>);
+    Ok(GlueSyncFunction {
+        config: function_config,
+        lake,
+        dead_letters,
+    })
+}
 
 /// Handles one invocation.
 pub async fn handle(
@@ -413,5 +500,64 @@ mod tests {
         let response = handle(&rig.function, event).await.unwrap();
         assert!(redelivered(&response).is_empty());
         assert!(rig.catalog.parameters("lake", "orders").is_none());
+    }
+}
+
+#[cfg(test)]
+mod reads {
+    //! What the wiring reads is what [`super::ENVIRONMENT`] declares: every name it asks for,
+    //! unset and set, is declared, and every declared name is asked for.
+
+    use std::collections::BTreeSet;
+
+    use lakemirror_runtime::crash::CRASH_AT;
+    use lakemirror_runtime::settings::{Recorder, disagreements};
+
+    async fn offline() -> aws_config::SdkConfig {
+        // Region and credentials given: loading looks nothing up.
+        lakemirror_aws::config::loader()
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    /// The names `main` asks for when its environment holds `given`.
+    async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
+        let recorder = Recorder::answering(given);
+        let setting = |name: &str| recorder.setting(name);
+        CRASH_AT.value(&setting);
+        lakemirror_aws::config::memory_mb(&setting).unwrap();
+        super::function(&offline().await, &setting).await.unwrap();
+        recorder.asked()
+    }
+
+    #[tokio::test]
+    async fn the_wiring_reads_the_declared_variables_and_no_other() {
+        let mut all = BTreeSet::new();
+        let given: &[&[(&str, &str)]] = &[
+            &[("GLUE_DATABASE", "mirrors")],
+            &[
+                ("GLUE_DATABASE", "mirrors"),
+                ("REST_CATALOG_URI", "http://127.0.0.1:9/v1"),
+                ("REST_CATALOG_CREDENTIAL", "id:secret"),
+                ("UC_URL", "http://127.0.0.1:9"),
+                ("DEAD_LETTER_QUEUE_URL", "http://127.0.0.1:9/queue/parked"),
+            ],
+            &[
+                ("GLUE_DATABASE", "mirrors"),
+                ("REST_CATALOG_URI", "http://127.0.0.1:9/v1"),
+                ("REST_CATALOG_SIGNING_NAME", "glue"),
+            ],
+        ];
+        for given in given {
+            all.extend(asked(given).await);
+        }
+        assert_eq!(
+            disagreements(super::ENVIRONMENT, &all),
+            Vec::<String>::new()
+        );
     }
 }

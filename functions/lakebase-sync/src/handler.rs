@@ -3,10 +3,20 @@
 //! batch is answered with the messages of the tables that failed, for redelivery; any other
 //! event fails when one table failed, so the schedule's retries take over.
 
+use std::sync::Arc;
+
 use aws_lambda_events::event::sqs::SqsBatchResponse;
+use lakemirror_aws::SecretsManager;
+use lakemirror_aws::config;
 use lakemirror_events::trigger::{LambdaInput, batch_response, table_triggers};
 use lakemirror_lakebase::LakebaseReport;
-use lakemirror_lakebase::function::LakebaseSyncFunction;
+use lakemirror_lakebase::function::{LakebaseSyncConfig, LakebaseSyncFunction};
+use lakemirror_lakebase::{function, postgres};
+use lakemirror_runtime::crash;
+use lakemirror_runtime::settings::{self, Environment, Wired};
+use lakemirror_storage::SecretSource;
+use lakemirror_storage::uri;
+use lakemirror_unity::function as unity;
 use lambda_runtime::{Error, LambdaEvent};
 
 /// What lakebase-sync answers.
@@ -21,6 +31,64 @@ pub enum LakebaseResponse {
         failed: Vec<serde_json::Value>,
         skipped: usize,
     },
+}
+
+/// Every environment variable lakebase-sync reads, each declared once in the room that reads
+/// it, and what sets it (`shared/cli/src/environment.rs` holds `template.yaml`,
+/// `docs/deployment.md` and the CLI to it; its test `reads` records what the wiring reads).
+pub const ENVIRONMENT: Environment = &[
+    Wired::parameter(&function::LAKEBASE_CONFIG, "LakebaseConfig"),
+    Wired::parameter(&function::LAKEBASE_CONFIG_URI, "LakebaseConfigUri"),
+    Wired::parameter(&config::MEMORY_SIZE, "LakebaseMemorySize"),
+    Wired::lambda(&config::AWS_LAMBDA_FUNCTION_MEMORY_SIZE),
+    Wired::parameter(&function::LAKEBASE_ALLOW_REPLACE, "LakebaseAllowReplace"),
+    Wired::parameter(
+        &function::LAKEBASE_ALLOWED_SCHEMAS,
+        "LakebaseAllowedSchemas",
+    ),
+    Wired::parameter(&config::ALLOWED_EXTERNAL_ROOTS, "AllowedExternalRoots"),
+    Wired::parameter(&uri::TABLE_PREFIXES, "TablePrefixes"),
+    Wired::parameter(&function::POSTGRES_URL, "PostgresUrl"),
+    Wired::parameter(
+        &function::POSTGRES_PASSWORD_SECRET_ARN,
+        "PostgresPasswordSecretArn",
+    ),
+    Wired::parameter(&function::POSTGRES_CA_SECRET_ARN, "PostgresCaSecretArn"),
+    Wired::local(&function::POSTGRES_CA_PEM),
+    Wired::parameter(&function::POSTGRES_ALLOW_INSECURE, "PostgresAllowInsecure"),
+    Wired::local(&postgres::PGHOST),
+    Wired::local(&postgres::PGPORT),
+    Wired::local(&postgres::PGUSER),
+    Wired::local(&postgres::USER),
+    Wired::local(&postgres::PGPASSWORD),
+    Wired::local(&postgres::PGDATABASE),
+    Wired::local(&postgres::PGSSLMODE),
+    Wired::local(&postgres::PGSSLROOTCERT),
+    Wired::parameter(&unity::UC_URL, "UcUrl"),
+    Wired::parameter(&unity::UC_TOKEN_SECRET_ARN, "UcTokenSecretArn"),
+    Wired::local(&unity::UC_TOKEN),
+    Wired::local(&config::AWS_ENDPOINT_URL_S3),
+    Wired::local(&config::AWS_ALLOW_HTTP),
+    Wired::local(&crash::CRASH_AT),
+    Wired::parameter(&settings::RUST_LOG, "LogLevel"),
+    Wired::lambda(&settings::AWS_LAMBDA_LOG_FORMAT),
+];
+
+/// The function as `setting` (the process's environment) configures it, with `aws`'s clients:
+/// its configuration, the object stores and, when its configuration names secrets, Secrets
+/// Manager. Built once, at cold start.
+pub fn function(
+    aws: &aws_config::SdkConfig,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> Result<LakebaseSyncFunction, Error> {
+    let function_config = LakebaseSyncConfig::from_settings(setting)?;
+    let secrets = LakebaseSyncFunction::needs_secrets(&function_config)
+        .then(|| Arc::new(SecretsManager::new(aws)) as Arc<dyn SecretSource>);
+    Ok(LakebaseSyncFunction::new(
+        function_config,
+        config::object_stores(aws, setting),
+        secrets,
+    ))
 }
 
 /// Handles one invocation.
@@ -119,5 +187,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("LAKEBASE_ALLOW_REPLACE"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod reads {
+    //! What the wiring reads is what [`super::ENVIRONMENT`] declares: every name it asks for,
+    //! unset and set, is declared, and every declared name is asked for.
+
+    use std::collections::BTreeSet;
+
+    use lakemirror_runtime::crash::CRASH_AT;
+    use lakemirror_runtime::settings::{Recorder, disagreements};
+
+    async fn offline() -> aws_config::SdkConfig {
+        // Region and credentials given: loading looks nothing up.
+        lakemirror_aws::config::loader()
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    /// The names `main` asks for when its environment holds `given`.
+    async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
+        let recorder = Recorder::answering(given);
+        let setting = |name: &str| recorder.setting(name);
+        CRASH_AT.value(&setting);
+        lakemirror_aws::config::memory_mb(&setting).unwrap();
+        super::function(&offline().await, &setting).unwrap();
+        recorder.asked()
+    }
+
+    #[tokio::test]
+    async fn the_wiring_reads_the_declared_variables_and_no_other() {
+        let mut all = BTreeSet::new();
+        let given: &[&[(&str, &str)]] = &[
+            &[("LAKEBASE_CONFIG", "[[tables]]")],
+            &[
+                ("LAKEBASE_CONFIG", "[[tables]]"),
+                ("UC_URL", "http://127.0.0.1:9"),
+            ],
+        ];
+        for given in given {
+            all.extend(asked(given).await);
+        }
+        assert_eq!(
+            disagreements(super::ENVIRONMENT, &all),
+            Vec::<String>::new()
+        );
     }
 }

@@ -5,10 +5,19 @@
 //! is answered with the messages of the tables that failed, for redelivery; any other event
 //! fails as a whole when one table failed, so the event source retries it.
 
+use std::sync::Arc;
+
 use aws_lambda_events::event::sqs::SqsBatchResponse;
+use lakemirror_aws::SecretsManager;
+use lakemirror_aws::config;
 use lakemirror_events::trigger::{LambdaInput, batch_response, table_triggers};
+use lakemirror_runtime::crash;
+use lakemirror_runtime::settings::{self, Environment, Wired};
+use lakemirror_storage::SecretSource;
+use lakemirror_storage::uri;
 use lakemirror_unity::UnityReport;
-use lakemirror_unity::function::UnityRegisterFunction;
+use lakemirror_unity::function as unity;
+use lakemirror_unity::function::{UnityConfig, UnityRegisterFunction};
 use lambda_runtime::{Error, LambdaEvent};
 
 /// What unity-register answers.
@@ -22,6 +31,46 @@ pub enum UnityResponse {
         registered: Vec<UnityReport>,
         failed: Vec<serde_json::Value>,
     },
+}
+
+/// Every environment variable unity-register reads, each declared once in the room that reads
+/// it, and what sets it (`shared/cli/src/environment.rs` holds `template.yaml`,
+/// `docs/deployment.md` and the CLI to it; its test `reads` records what the wiring reads).
+pub const ENVIRONMENT: Environment = &[
+    Wired::parameter(&unity::UC_URL, "UcUrl"),
+    Wired::parameter(&config::MEMORY_SIZE, "MemorySize"),
+    Wired::lambda(&config::AWS_LAMBDA_FUNCTION_MEMORY_SIZE),
+    Wired::parameter(&unity::UC_TOKEN_SECRET_ARN, "UcTokenSecretArn"),
+    Wired::local(&unity::UC_TOKEN),
+    Wired::parameter(&unity::UC_CATALOG, "UcCatalog"),
+    Wired::parameter(&unity::UC_SCHEMA, "UcSchema"),
+    Wired::parameter(&unity::ALLOWED_UC_CATALOGS, "AllowedUcCatalogs"),
+    Wired::parameter(&config::ALLOWED_EXTERNAL_ROOTS, "AllowedExternalRoots"),
+    Wired::parameter(&uri::TABLE_PREFIXES, "TablePrefixes"),
+    Wired::local(&config::AWS_ENDPOINT_URL_S3),
+    Wired::local(&config::AWS_ALLOW_HTTP),
+    Wired::local(&crash::CRASH_AT),
+    Wired::parameter(&settings::RUST_LOG, "LogLevel"),
+    Wired::lambda(&settings::AWS_LAMBDA_LOG_FORMAT),
+];
+
+/// The function as `setting` (the process's environment) configures it, with `aws`'s clients:
+/// its configuration, the object stores and, with a token secret, Secrets Manager. Built
+/// once, at cold start.
+pub fn function(
+    aws: &aws_config::SdkConfig,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> Result<UnityRegisterFunction, Error> {
+    let function_config = UnityConfig::from_settings(setting)?;
+    let secrets = function_config
+        .token_secret_arn
+        .is_some()
+        .then(|| Arc::new(SecretsManager::new(aws)) as Arc<dyn SecretSource>);
+    Ok(UnityRegisterFunction::new(
+        function_config,
+        config::object_stores(aws, setting),
+        secrets,
+    ))
 }
 
 /// Handles one invocation.
@@ -112,5 +161,50 @@ mod tests {
             .map(|f| f.item_identifier.as_str())
             .collect();
         assert_eq!(ids, ["m1"], "raw/events lies outside TABLE_PREFIXES");
+    }
+}
+
+#[cfg(test)]
+mod reads {
+    //! What the wiring reads is what [`super::ENVIRONMENT`] declares: every name it asks for,
+    //! unset and set, is declared, and every declared name is asked for.
+
+    use std::collections::BTreeSet;
+
+    use lakemirror_runtime::crash::CRASH_AT;
+    use lakemirror_runtime::settings::{Recorder, disagreements};
+
+    async fn offline() -> aws_config::SdkConfig {
+        // Region and credentials given: loading looks nothing up.
+        lakemirror_aws::config::loader()
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    /// The names `main` asks for when its environment holds `given`.
+    async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
+        let recorder = Recorder::answering(given);
+        let setting = |name: &str| recorder.setting(name);
+        CRASH_AT.value(&setting);
+        lakemirror_aws::config::memory_mb(&setting).unwrap();
+        super::function(&offline().await, &setting).unwrap();
+        recorder.asked()
+    }
+
+    #[tokio::test]
+    async fn the_wiring_reads_the_declared_variables_and_no_other() {
+        let mut all = BTreeSet::new();
+        let given: &[&[(&str, &str)]] = &[&[("UC_URL", "http://127.0.0.1:9")]];
+        for given in given {
+            all.extend(asked(given).await);
+        }
+        assert_eq!(
+            disagreements(super::ENVIRONMENT, &all),
+            Vec::<String>::new()
+        );
     }
 }

@@ -15,12 +15,74 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_rest::{AwsSigning, RestCatalog, RestCatalogSettings};
+use lakemirror_runtime::settings::Variable;
 use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{MemoryShare, ObjectStores, S3Options, SecretSource};
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
 
 use crate::{GlueCatalog, SecretsManager};
+
+/// The REST catalog's variables, which [`catalog`] reads (declared beside
+/// `RestCatalogSettings`).
+pub use lakemirror_rest::config as rest;
+
+/// `MEMORY_SIZE`: the function's memory, which sizes the process's memory budget.
+pub const MEMORY_SIZE: Variable = Variable {
+    name: "MEMORY_SIZE",
+    default: None,
+    values: &[],
+    help: "The function's memory in MB; three quarters of it are the process's memory budget, shared by the tables a batch syncs at once. Unset: the memory Lambda gives the function (AWS_LAMBDA_FUNCTION_MEMORY_SIZE); the CLI's default is this machine's memory.",
+};
+
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, set by Lambda: the budget's size when `MEMORY_SIZE` is not.
+pub const AWS_LAMBDA_FUNCTION_MEMORY_SIZE: Variable = Variable {
+    name: "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+    default: None,
+    values: &[],
+    help: "The function's memory in MB, as Lambda sets it.",
+};
+
+/// `AWS_ENDPOINT_URL_S3`: another S3 endpoint (LocalStack, moto).
+pub const AWS_ENDPOINT_URL_S3: Variable = Variable {
+    name: "AWS_ENDPOINT_URL_S3",
+    default: None,
+    values: &[],
+    help: "The S3 endpoint of a local stand-in (LocalStack, moto); unset: AWS_ENDPOINT_URL, else S3's own.",
+};
+
+/// `AWS_ALLOW_HTTP`: S3 over plain HTTP.
+pub const AWS_ALLOW_HTTP: Variable = Variable {
+    name: "AWS_ALLOW_HTTP",
+    default: Some("false"),
+    values: &["true", "false"],
+    help: "true: S3 over plain HTTP (a local stand-in); an http:// endpoint allows it too.",
+};
+
+/// `ALLOWED_EXTERNAL_ROOTS`: where a table's log may name files besides its own folder.
+pub const ALLOWED_EXTERNAL_ROOTS: Variable = Variable {
+    name: "ALLOWED_EXTERNAL_ROOTS",
+    default: None,
+    values: &[],
+    help: "Comma-separated s3://bucket/prefix roots whose data files and deletion vectors a table's log may name besides its own folder (shallow clones); empty: any path outside a table's root is refused.",
+};
+
+/// `REST_CATALOG_TOKEN_SECRET_ARN`: the REST catalog's bearer token, kept in Secrets Manager.
+pub const REST_CATALOG_TOKEN_SECRET_ARN: Variable = Variable {
+    name: "REST_CATALOG_TOKEN_SECRET_ARN",
+    default: None,
+    values: &[],
+    help: "Secrets Manager secret with the REST catalog's bearer token (plain or JSON token), read at cold start.",
+};
+
+/// `REST_CATALOG_CREDENTIAL_SECRET_ARN`: the REST catalog's OAuth2 client credentials, kept
+/// in Secrets Manager.
+pub const REST_CATALOG_CREDENTIAL_SECRET_ARN: Variable = Variable {
+    name: "REST_CATALOG_CREDENTIAL_SECRET_ARN",
+    default: None,
+    values: &[],
+    help: "Secrets Manager secret with the REST catalog's OAuth2 client credentials client_id:client_secret (plain or JSON credential), read at cold start.",
+};
 
 /// The process's AWS configuration, from the standard places: environment (`AWS_PROFILE`,
 /// `AWS_REGION`, `AWS_ENDPOINT_URL`, …), shared config and credentials files, SSO, web
@@ -50,22 +112,22 @@ pub async fn catalog(
     config: &aws_config::SdkConfig,
     setting: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn Catalog>, lakemirror_rest::Error> {
-    let given = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
+    use lakemirror_rest::config::{REST_CATALOG_CREDENTIAL, REST_CATALOG_TOKEN};
     let mut from_secrets = std::collections::HashMap::new();
     for (arn_setting, field, name) in [
         (
-            "REST_CATALOG_TOKEN_SECRET_ARN",
+            &REST_CATALOG_TOKEN_SECRET_ARN,
             "token",
-            "REST_CATALOG_TOKEN",
+            REST_CATALOG_TOKEN.name,
         ),
         (
-            "REST_CATALOG_CREDENTIAL_SECRET_ARN",
+            &REST_CATALOG_CREDENTIAL_SECRET_ARN,
             "credential",
-            "REST_CATALOG_CREDENTIAL",
+            REST_CATALOG_CREDENTIAL.name,
         ),
     ] {
-        if let Some(arn) = given(arn_setting) {
-            let what = format!("the REST catalog's {field} secret ({arn_setting})");
+        if let Some(arn) = arn_setting.value(setting) {
+            let what = format!("the REST catalog's {field} secret ({})", arn_setting.name);
             let value = SecretsManager::new(config)
                 .secret(&arn, field, &what)
                 .await
@@ -93,20 +155,24 @@ pub fn object_stores(
     config: &aws_config::SdkConfig,
     setting: &dyn Fn(&str) -> Option<String>,
 ) -> ObjectStores {
-    let endpoint = setting("AWS_ENDPOINT_URL_S3")
-        .filter(|v| !v.trim().is_empty())
+    let endpoint = AWS_ENDPOINT_URL_S3
+        .value(setting)
         .or_else(|| config.endpoint_url().map(str::to_string));
     let allow_http = endpoint
         .as_deref()
         .is_some_and(|e| e.starts_with("http://"))
-        || setting("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        || AWS_ALLOW_HTTP
+            .value(setting)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     ObjectStores::s3(S3Options {
         region: config.region().map(|r| r.as_ref().to_string()),
         endpoint,
         allow_http,
         credentials: s3_credentials(config).map(|c| c as lakemirror_storage::S3CredentialProvider),
     })
-    .with_external_roots(table_prefixes(setting("ALLOWED_EXTERNAL_ROOTS").as_deref()))
+    .with_external_roots(table_prefixes(
+        ALLOWED_EXTERNAL_ROOTS.value(setting).as_deref(),
+    ))
 }
 
 /// Installs the process's memory budget ([`lakemirror_storage::budget`]) from the memory of
@@ -114,15 +180,23 @@ pub fn object_stores(
 /// Lambda gives the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); neither set: not bounded
 /// by memory, only the largest object is.
 pub fn install_memory_budget(setting: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
-    let named = setting("MEMORY_SIZE").filter(|v| !v.trim().is_empty());
-    let lambda = setting("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").filter(|v| !v.trim().is_empty());
-    if let Some(mb) = named.or(lambda) {
-        let mb: u64 = mb.trim().parse().map_err(|_| {
-            format!("MEMORY_SIZE must be the function's memory in MB (a whole number), not {mb:?}")
-        })?;
+    if let Some(mb) = memory_mb(setting)? {
         lakemirror_storage::budget::install(MemoryShare::for_memory_mb(mb));
     }
     Ok(())
+}
+
+/// The function's memory in MB: `MEMORY_SIZE`, else `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
+pub fn memory_mb(setting: &dyn Fn(&str) -> Option<String>) -> Result<Option<u64>, String> {
+    let Some(mb) = MEMORY_SIZE
+        .value(setting)
+        .or_else(|| AWS_LAMBDA_FUNCTION_MEMORY_SIZE.value(setting))
+    else {
+        return Ok(None);
+    };
+    mb.trim().parse().map(Some).map_err(|_| {
+        format!("MEMORY_SIZE must be the function's memory in MB (a whole number), not {mb:?}")
+    })
 }
 
 /// The SDK's credentials for `object_store`, refreshed a few minutes before they expire.

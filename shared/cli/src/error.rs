@@ -87,8 +87,8 @@ impl Error {
             use lakemirror_unity::Setting;
             return Some(
                 match setting {
-                    Setting::Catalog => "--catalog",
-                    Setting::Schema => "--schema",
+                    Setting::Catalog => "--uc-catalog (or --catalog)",
+                    Setting::Schema => "--uc-schema (or --schema)",
                     Setting::Table => "--table",
                     Setting::Token => "--uc-token",
                     Setting::SourceTable => "--source-table",
@@ -127,22 +127,5 @@ impl Error {
 
 /// The flag that sets the setting `name` (the flag's environment variable).
 pub(crate) fn flag_of(name: &str) -> Option<String> {
-    use lakemirror_mirror::settings::SETTINGS;
-    if let Some(setting) = SETTINGS.iter().find(|s| s.variable == name) {
-        return Some(setting.flag());
-    }
-    Some(
-        match name {
-            "REST_CATALOG_URI" => "--rest-catalog-uri",
-            "REST_CATALOG_WAREHOUSE" => "--rest-catalog-warehouse",
-            "REST_CATALOG_TOKEN" => "--rest-catalog-token",
-            "REST_CATALOG_CREDENTIAL" => "--rest-catalog-credential",
-            "REST_CATALOG_OAUTH2_SERVER_URI" => "--rest-catalog-oauth2-server-uri",
-            "REST_CATALOG_SCOPE" => "--rest-catalog-scope",
-            "REST_CATALOG_SIGNING_NAME" => "--rest-catalog-signing-name",
-            "REST_CATALOG_SIGNING_REGION" => "--rest-catalog-signing-region",
-            _ => return None,
-        }
-        .to_string(),
-    )
+    crate::environment::declared(name).map(|variable| variable.flag())
 }

@@ -228,7 +228,7 @@ pub(crate) async fn run(context: &Context, function: Function) -> Result<String>
                 allow_insecure: postgres_allow_insecure,
                 libpq: LIBPQ_VARIABLES
                     .iter()
-                    .filter_map(|name| environment(name).map(|value| (name.to_string(), value)))
+                    .filter_map(|v| environment(v.name).map(|value| (v.name.to_string(), value)))
                     .collect(),
             };
             let secrets = LakebaseSyncFunction::needs_secrets(&config).then(|| secrets(context));

@@ -13,6 +13,7 @@ use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_runtime::crash;
 use lakemirror_storage::ObjectStores;
 
+mod environment;
 mod error;
 mod fan_out;
 mod invoke;
@@ -255,7 +256,7 @@ async fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    crash::arm(environment(crash::CRASH_AT));
+    crash::arm(crash::CRASH_AT.value(&environment));
     let is_empty =
         |name: &std::ffi::OsStr| std::env::var_os(name).is_some_and(|value| value.is_empty());
     let cli =

@@ -75,9 +75,9 @@ fn declared(new_table_only: bool) -> impl Iterator<Item = &'static Setting> {
 /// The flag of `setting`: it reads the function's variable, shows the declared default and
 /// values, and refuses a value the function would refuse.
 fn flag(setting: &'static Setting) -> clap::Arg {
-    let arg = clap::Arg::new(setting.variable)
+    let arg = clap::Arg::new(setting.name)
         .long(setting.flag().trim_start_matches('-').to_string())
-        .env(setting.variable)
+        .env(setting.name)
         .help(setting.help)
         .default_value(setting.default);
     if setting.values.is_empty() {
@@ -93,7 +93,7 @@ fn with_flags(command: clap::Command, new_table_only: bool) -> clap::Command {
 
 fn values_of(matches: &clap::ArgMatches, new_table_only: bool) -> BTreeMap<&'static str, String> {
     declared(new_table_only)
-        .filter_map(|s| Some((s.variable, matches.get_one::<String>(s.variable)?.clone())))
+        .filter_map(|s| Some((s.name, matches.get_one::<String>(s.name)?.clone())))
         .collect()
 }
 
@@ -416,12 +416,12 @@ mod tests {
 
     #[test]
     fn each_declared_setting_is_a_flag_reading_its_variable_and_a_new_tables_only_its_own() {
-        let all: Vec<&str> = SETTINGS.iter().map(|s| s.variable).collect();
+        let all: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
         assert_eq!(read_variables(&Flags::command()), all);
         let of_new_table: Vec<&str> = SETTINGS
             .iter()
             .filter(|s| s.of_new_table)
-            .map(|s| s.variable)
+            .map(|s| s.name)
             .collect();
         assert_eq!(read_variables(&NewTableFlags::command()), of_new_table);
         for argument in Flags::command().get_arguments() {

@@ -14,11 +14,11 @@ pub(crate) struct Args {
     pub table_uri: String,
     /// Unity Catalog catalog (must exist) [default: the Delta table property
     /// lakemirror.unity.catalog].
-    #[arg(long, env = "UC_CATALOG")]
+    #[arg(long = "uc-catalog", visible_alias = "catalog", env = "UC_CATALOG")]
     pub catalog: Option<String>,
     /// Unity Catalog schema (must exist) [default: the Delta table property
     /// lakemirror.unity.schema].
-    #[arg(long, env = "UC_SCHEMA")]
+    #[arg(long = "uc-schema", visible_alias = "schema", env = "UC_SCHEMA")]
     pub schema: Option<String>,
     /// Table name, used as given (the lakemirror.unity.* properties are then ignored)
     /// [default: lakemirror.unity.table, else the table folder's name, lower-cased].

@@ -16,10 +16,11 @@ use lakemirror_runtime::deadline::{self, Timed};
 use lakemirror_events::trigger::AnnouncedTable;
 use lakemirror_runtime::Failures;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{plain_location, table_prefixes};
+use lakemirror_runtime::settings::Variable;
+use lakemirror_storage::uri::{TABLE_PREFIXES, plain_location, table_prefixes};
 use lakemirror_storage::{IoCounters, ObjectStores, SecretSource, canonical_uri};
 use lakemirror_unity::UnityCatalog;
-use lakemirror_unity::function::UnityConfig;
+use lakemirror_unity::function::{UC_URL, UnityConfig};
 
 use crate::config::{Conflict, SyncedTable, parse_config};
 use crate::error::{Error, Result};
@@ -70,6 +71,78 @@ pub struct LakebaseSyncConfig {
     pub libpq: HashMap<String, String>,
 }
 
+/// `LAKEBASE_CONFIG`.
+pub const LAKEBASE_CONFIG: Variable = Variable {
+    name: "LAKEBASE_CONFIG",
+    default: None,
+    values: &[],
+    help: "The tables lakebase-sync copies into PostgreSQL: TOML [[tables]] text (or LAKEBASE_CONFIG_URI).",
+};
+
+/// `LAKEBASE_CONFIG_URI`.
+pub const LAKEBASE_CONFIG_URI: Variable = Variable {
+    name: "LAKEBASE_CONFIG_URI",
+    default: None,
+    values: &[],
+    help: "Instead of LAKEBASE_CONFIG: the s3://bucket/key of the TOML file.",
+};
+
+/// `POSTGRES_URL`.
+pub const POSTGRES_URL: Variable = Variable {
+    name: "POSTGRES_URL",
+    default: None,
+    values: &[],
+    help: "postgres://user@host:5432/db?sslmode=verify-full, without the password; unset: the libpq variables (PGHOST, ...).",
+};
+
+/// `POSTGRES_PASSWORD_SECRET_ARN`.
+pub const POSTGRES_PASSWORD_SECRET_ARN: Variable = Variable {
+    name: "POSTGRES_PASSWORD_SECRET_ARN",
+    default: None,
+    values: &[],
+    help: "Secrets Manager secret holding the password (plain or JSON password).",
+};
+
+/// `LAKEBASE_ALLOW_REPLACE`.
+pub const LAKEBASE_ALLOW_REPLACE: Variable = Variable {
+    name: "LAKEBASE_ALLOW_REPLACE",
+    default: Some("false"),
+    values: &["true", "false"],
+    help: "Whether a config may ask sync.conflict_on_existing = \"replace\".",
+};
+
+/// `LAKEBASE_ALLOWED_SCHEMAS`.
+pub const LAKEBASE_ALLOWED_SCHEMAS: Variable = Variable {
+    name: "LAKEBASE_ALLOWED_SCHEMAS",
+    default: Some("public"),
+    values: &[],
+    help: "The schemas (comma-separated) a config's targets may lie in.",
+};
+
+/// `POSTGRES_CA_PEM`.
+pub const POSTGRES_CA_PEM: Variable = Variable {
+    name: "POSTGRES_CA_PEM",
+    default: None,
+    values: &[],
+    help: "The CA of the server's certificate, as PEM (a Lakebase or RDS region bundle); unset: POSTGRES_CA_SECRET_ARN, else the system's roots.",
+};
+
+/// `POSTGRES_CA_SECRET_ARN`.
+pub const POSTGRES_CA_SECRET_ARN: Variable = Variable {
+    name: "POSTGRES_CA_SECRET_ARN",
+    default: None,
+    values: &[],
+    help: "Secrets Manager secret holding the database's CA as PEM.",
+};
+
+/// `POSTGRES_ALLOW_INSECURE`.
+pub const POSTGRES_ALLOW_INSECURE: Variable = Variable {
+    name: "POSTGRES_ALLOW_INSECURE",
+    default: Some("false"),
+    values: &["true", "false"],
+    help: "Allow an sslmode that does not verify the server (require, or one that may fall back to plaintext).",
+};
+
 /// Where the lakebase-sync function's table list comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -82,8 +155,10 @@ pub enum ConfigSource {
 impl LakebaseSyncConfig {
     /// The configuration from `setting` (the function's environment variables).
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
-        let config = match (var("LAKEBASE_CONFIG"), var("LAKEBASE_CONFIG_URI")) {
+        let config = match (
+            LAKEBASE_CONFIG.value(setting),
+            LAKEBASE_CONFIG_URI.value(setting),
+        ) {
             (Some(text), None) => ConfigSource::Text(text),
             (None, Some(uri)) => ConfigSource::Object(uri),
             (Some(_), Some(_)) => {
@@ -99,21 +174,27 @@ impl LakebaseSyncConfig {
         };
         Ok(Self {
             config,
-            postgres_url: var("POSTGRES_URL"),
-            password_secret_arn: var("POSTGRES_PASSWORD_SECRET_ARN"),
-            unity: match var("UC_URL") {
-                Some(_) => Some(UnityConfig::from_settings(setting)?),
+            postgres_url: POSTGRES_URL.value(setting),
+            password_secret_arn: POSTGRES_PASSWORD_SECRET_ARN.value(setting),
+            unity: match UC_URL.value(setting) {
+                Some(_) => Some(UnityConfig::connection(setting)?),
                 None => None,
             },
-            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
-            allow_replace: flag("LAKEBASE_ALLOW_REPLACE", var("LAKEBASE_ALLOW_REPLACE"))?,
-            allowed_schemas: allowed_schemas(var("LAKEBASE_ALLOWED_SCHEMAS").as_deref()),
-            ca_pem: var("POSTGRES_CA_PEM"),
-            ca_secret_arn: var("POSTGRES_CA_SECRET_ARN"),
-            allow_insecure: flag("POSTGRES_ALLOW_INSECURE", var("POSTGRES_ALLOW_INSECURE"))?,
+            table_prefixes: table_prefixes(TABLE_PREFIXES.value(setting).as_deref()),
+            allow_replace: flag(
+                LAKEBASE_ALLOW_REPLACE.name,
+                LAKEBASE_ALLOW_REPLACE.value(setting),
+            )?,
+            allowed_schemas: allowed_schemas(LAKEBASE_ALLOWED_SCHEMAS.value(setting).as_deref()),
+            ca_pem: POSTGRES_CA_PEM.value(setting),
+            ca_secret_arn: POSTGRES_CA_SECRET_ARN.value(setting),
+            allow_insecure: flag(
+                POSTGRES_ALLOW_INSECURE.name,
+                POSTGRES_ALLOW_INSECURE.value(setting),
+            )?,
             libpq: crate::postgres::LIBPQ_VARIABLES
                 .iter()
-                .filter_map(|name| var(name).map(|value| (name.to_string(), value)))
+                .filter_map(|v| v.value(setting).map(|value| (v.name.to_string(), value)))
                 .collect(),
         })
     }

@@ -1,6 +1,7 @@
 //! Connecting to PostgreSQL (a `postgres://` URL or the libpq environment, TLS as `sslmode`
 //! asks) and quoting what goes into SQL.
 
+use lakemirror_runtime::settings::Variable;
 use std::sync::Arc;
 
 use tokio_postgres::Client;
@@ -75,16 +76,80 @@ impl std::fmt::Display for Connection {
     }
 }
 
+/// `PGHOST`.
+pub const PGHOST: Variable = Variable {
+    name: "PGHOST",
+    default: None,
+    values: &[],
+    help: "libpq's PGHOST, for a connection without POSTGRES_URL: the server's host; unset: localhost.",
+};
+
+/// `PGPORT`.
+pub const PGPORT: Variable = Variable {
+    name: "PGPORT",
+    default: None,
+    values: &[],
+    help: "libpq's PGPORT, for a connection without POSTGRES_URL: the server's port.",
+};
+
+/// `PGUSER`.
+pub const PGUSER: Variable = Variable {
+    name: "PGUSER",
+    default: None,
+    values: &[],
+    help: "libpq's PGUSER, for a connection without POSTGRES_URL: the user; unset: USER, else postgres.",
+};
+
+/// `USER`.
+pub const USER: Variable = Variable {
+    name: "USER",
+    default: None,
+    values: &[],
+    help: "libpq's USER, for a connection without POSTGRES_URL: the user when PGUSER is unset.",
+};
+
+/// `PGPASSWORD`.
+pub const PGPASSWORD: Variable = Variable {
+    name: "PGPASSWORD",
+    default: None,
+    values: &[],
+    help: "libpq's PGPASSWORD, for a connection without POSTGRES_URL: the password.",
+};
+
+/// `PGDATABASE`.
+pub const PGDATABASE: Variable = Variable {
+    name: "PGDATABASE",
+    default: None,
+    values: &[],
+    help: "libpq's PGDATABASE, for a connection without POSTGRES_URL: the database.",
+};
+
+/// `PGSSLMODE`.
+pub const PGSSLMODE: Variable = Variable {
+    name: "PGSSLMODE",
+    default: None,
+    values: &[],
+    help: "libpq's PGSSLMODE, for a connection without POSTGRES_URL: the sslmode.",
+};
+
+/// `PGSSLROOTCERT`.
+pub const PGSSLROOTCERT: Variable = Variable {
+    name: "PGSSLROOTCERT",
+    default: None,
+    values: &[],
+    help: "libpq's PGSSLROOTCERT, for a connection without POSTGRES_URL: the CA file of the server's certificate.",
+};
+
 /// The libpq environment variables a connection without a URL reads.
-pub const LIBPQ_VARIABLES: [&str; 8] = [
-    "PGHOST",
-    "PGPORT",
-    "PGUSER",
-    "USER",
-    "PGPASSWORD",
-    "PGDATABASE",
-    "PGSSLMODE",
-    "PGSSLROOTCERT",
+pub const LIBPQ_VARIABLES: [&Variable; 8] = [
+    &PGHOST,
+    &PGPORT,
+    &PGUSER,
+    &USER,
+    &PGPASSWORD,
+    &PGDATABASE,
+    &PGSSLMODE,
+    &PGSSLROOTCERT,
 ];
 
 impl Connection {
@@ -97,8 +162,10 @@ impl Connection {
         libpq: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self> {
         let env = |name: &str| libpq(name).filter(|v| !v.is_empty());
-        let mut ssl = env("PGSSLMODE").map(|m| SslMode::parse(&m)).transpose()?;
-        let mut root_cert = env("PGSSLROOTCERT").map(RootCert::File);
+        let mut ssl = env(PGSSLMODE.name)
+            .map(|m| SslMode::parse(&m))
+            .transpose()?;
+        let mut root_cert = env(PGSSLROOTCERT.name).map(RootCert::File);
         let mut config = match url {
             Some(url) => {
                 let mut parsed = url::Url::parse(url).map_err(|e| {
@@ -136,20 +203,20 @@ impl Connection {
             }
             None => {
                 let mut config = tokio_postgres::Config::new();
-                config.host(env("PGHOST").as_deref().unwrap_or("localhost"));
-                if let Some(port) = env("PGPORT") {
+                config.host(env(PGHOST.name).as_deref().unwrap_or("localhost"));
+                if let Some(port) = env(PGPORT.name) {
                     config.port(port.parse().map_err(|_| {
                         Error::Connection(format!("PGPORT={port} is not a port number"))
                     })?);
                 }
-                let user = env("PGUSER")
-                    .or_else(|| env("USER"))
+                let user = env(PGUSER.name)
+                    .or_else(|| env(USER.name))
                     .unwrap_or_else(|| "postgres".into());
                 config.user(&user);
-                if let Some(pw) = env("PGPASSWORD") {
+                if let Some(pw) = env(PGPASSWORD.name) {
                     config.password(pw);
                 }
-                config.dbname(env("PGDATABASE").as_deref().unwrap_or(&user));
+                config.dbname(env(PGDATABASE.name).as_deref().unwrap_or(&user));
                 config
             }
         };

@@ -16,13 +16,14 @@ use lakemirror_events::{Control, DeadLetters, Parked};
 use lakemirror_iceberg::Lakehouse;
 use lakemirror_iceberg::writer::PartWritten;
 use lakemirror_runtime::metrics::{Metric, MetricRecord};
-use lakemirror_storage::uri::{allowed_by, table_prefixes};
+use lakemirror_runtime::settings::Variable;
+use lakemirror_storage::uri::{TABLE_PREFIXES, allowed_by, table_prefixes};
 use lakemirror_storage::{IoCounters, SharedOut, budget};
 
 use crate::batch::{Batch, Outcome, Parking, message_key};
 use crate::error::{Error, Result};
 use crate::fanout::{self, FanOutPlan};
-use crate::settings::SyncSettings;
+use crate::settings::{SyncSettings, above_zero};
 use crate::status::Mirror;
 use crate::verify::{VerifyRequest, verify};
 use crate::{SyncReport, SyncRequest, sync_table};
@@ -51,6 +52,30 @@ pub struct GlueSyncConfig {
 /// SQS's redrive `maxReceiveCount` of the template's queues by default.
 pub const DEFAULT_MAX_RECEIVE_COUNT: u32 = 5;
 
+/// `GLUE_DATABASE`: where mirrors go.
+pub const GLUE_DATABASE: Variable = Variable {
+    name: "GLUE_DATABASE",
+    default: None,
+    values: &[],
+    help: "The Glue database (or REST catalog namespace) that receives mirrored tables (required).",
+};
+
+/// `DEAD_LETTER_QUEUE_URL`: where events that can never succeed are parked.
+pub const DEAD_LETTER_QUEUE_URL: Variable = Variable {
+    name: "DEAD_LETTER_QUEUE_URL",
+    default: None,
+    values: &[],
+    help: "SQS queue URL where events that can never succeed are parked (once, not retried); unset: they are reported as failed.",
+};
+
+/// `MAX_RECEIVE_COUNT`: the sync queue's `maxReceiveCount`.
+pub const MAX_RECEIVE_COUNT: Variable = Variable {
+    name: "MAX_RECEIVE_COUNT",
+    default: Some("5"),
+    values: &[],
+    help: "The sync queue's maxReceiveCount: a staged commit its catalog has not decided is redelivered until its last delivery, then let go instead of parked.",
+};
+
 impl GlueSyncConfig {
     /// The sync of `table_uri` these settings describe.
     pub fn request(&self, table_uri: String) -> SyncRequest {
@@ -59,33 +84,22 @@ impl GlueSyncConfig {
 
     /// The configuration from `setting` (the function's environment variables).
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
-        let database = var("GLUE_DATABASE").ok_or_else(|| {
+        let database = GLUE_DATABASE.value(setting).ok_or_else(|| {
             Error::setting(
-                "GLUE_DATABASE",
+                GLUE_DATABASE.name,
                 "is not set: name the Glue database that receives mirrored tables",
             )
         })?;
-        let max_receive_count = match var("MAX_RECEIVE_COUNT") {
+        let max_receive_count = match MAX_RECEIVE_COUNT.value(setting) {
             None => DEFAULT_MAX_RECEIVE_COUNT,
-            Some(value) => value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    Error::setting(
-                        "MAX_RECEIVE_COUNT",
-                        format!(
-                            "{value:?}: give the sync queue's maxReceiveCount, a number above 0"
-                        ),
-                    )
-                })?,
+            Some(value) => above_zero(&value)
+                .and_then(|n| u32::try_from(n).map_err(|_| format!("{value:?} is too large")))
+                .map_err(|reason| Error::setting(MAX_RECEIVE_COUNT.name, reason))?,
         };
         Ok(Self {
             database,
-            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
-            dead_letter_queue_url: var("DEAD_LETTER_QUEUE_URL"),
+            table_prefixes: table_prefixes(TABLE_PREFIXES.value(setting).as_deref()),
+            dead_letter_queue_url: DEAD_LETTER_QUEUE_URL.value(setting),
             settings: SyncSettings::from_settings(setting)?,
             max_receive_count,
         })

@@ -1,16 +1,18 @@
 //! How a deployment mirrors its tables: the glue-sync settings every entry point shares (the
 //! function's environment, `lakemirror sync`, `fan-out plan` and `invoke glue-sync`).
 //!
-//! Each setting is declared once, in [`SETTINGS`]: its environment variable (which the CLI
-//! flag reads too, the flag spelled from it), its SAM parameter, its default, its allowed
-//! values, its help and how it is read. The CLI builds its flags from the table, and a test
-//! here checks that `template.yaml` and `docs/deployment.md` (the README's settings table)
-//! say the same.
+//! Each setting is declared once, in [`SETTINGS`]: its environment variable (a
+//! [`Variable`]: its name, which the CLI flag is spelled from and reads too, its default, its
+//! allowed values, its help) and how it is read. The CLI builds its flags from the table;
+//! glue-sync's environment (`glue_sync::ENVIRONMENT`) names the SAM parameter of each, and
+//! `shared/cli/src/environment.rs` checks `template.yaml`, `docs/deployment.md` and the CLI
+//! against them.
 
 use iceberg::spec::FormatVersion;
 use lakemirror_plan::history::{HistoryPolicy, parse_hourly_for, parse_recent_versions};
 use lakemirror_plan::parse_format_version;
 use lakemirror_plan::target::{NameFrom, allowed_names};
+use lakemirror_runtime::settings::Variable;
 
 use crate::error::{Error, Result};
 
@@ -81,45 +83,103 @@ pub struct SyncSettings {
     pub history: HistoryPolicy,
 }
 
-/// One sync setting, declared once.
+/// One sync setting: its variable, declared once, and how a value of it is read into
+/// [`SyncSettings`].
 #[derive(Debug)]
 pub struct Setting {
     /// The function's environment variable, which the CLI flag reads too.
-    pub variable: &'static str,
-    /// The SAM parameter that sets the variable.
-    pub parameter: &'static str,
-    /// The value when it is not set, as it is written; None: unset.
-    pub default: Option<&'static str>,
-    /// The values it takes, when they are a list.
-    pub values: &'static [&'static str],
+    pub variable: &'static Variable,
     /// Whether it shapes a new mirror (`fan-out plan` takes only these).
     pub of_new_table: bool,
-    /// What it does: the flag's help, first line first.
-    pub help: &'static str,
     read: fn(&mut SyncSettings, &str) -> std::result::Result<(), String>,
 }
 
-impl Setting {
-    /// The CLI flag: the variable in lower case, `-` for `_`.
-    pub fn flag(&self) -> String {
-        format!("--{}", self.variable.to_lowercase().replace('_', "-"))
-    }
+impl std::ops::Deref for Setting {
+    type Target = Variable;
 
+    fn deref(&self) -> &Variable {
+        self.variable
+    }
+}
+
+impl Setting {
     /// Whether `value` is one this setting takes (why not, when it is not).
     pub fn check(&self, value: &str) -> std::result::Result<(), String> {
         (self.read)(&mut SyncSettings::unread(), value)
     }
 }
 
+/// "A number above 0" (a count of files, of deliveries).
+pub(crate) fn above_zero(value: &str) -> std::result::Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{value:?}: give a number above 0"))
+}
+
+/// `ICEBERG_FORMAT_VERSION`.
+pub const ICEBERG_FORMAT_VERSION: Variable = Variable {
+    name: "ICEBERG_FORMAT_VERSION",
+    default: Some("2"),
+    values: &["2", "3"],
+    help: "Iceberg format version of a newly created mirror: 2 (deletion vectors become position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta table property lakemirror.iceberg.format-version overrides it; an existing mirror keeps its version.",
+};
+
+/// `ON_MISSING_SOURCE`.
+pub const ON_MISSING_SOURCE: Variable = Variable {
+    name: "ON_MISSING_SOURCE",
+    default: Some("keep"),
+    values: &["keep", "drop"],
+    help: "When the Delta table is gone (no _delta_log with a commit or checkpoint) but its Glue table is there: keep (fail with \"source table missing\" and leave the Glue table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).",
+};
+
+/// `ALLOWED_GLUE_DATABASES`.
+pub const ALLOWED_GLUE_DATABASES: Variable = Variable {
+    name: "ALLOWED_GLUE_DATABASES",
+    default: None,
+    values: &[],
+    help: "The Glue databases a Delta table's own lakemirror.glue.database / lakemirror.glue.table properties may choose, as a regex over the whole name [default: none: those properties are ignored, with a warning].",
+};
+
+/// `TABLE_NAME_FROM_PATH`.
+pub const TABLE_NAME_FROM_PATH: Variable = Variable {
+    name: "TABLE_NAME_FROM_PATH",
+    default: Some("folder"),
+    values: &["folder", "path", "unique-path"],
+    help: "The default Glue table name: folder (the folder's name), path (the whole path below the bucket) or unique-path (the path, plus a digest when it is not plain lower-case letters and digits, so no two locations of a bucket share a name).",
+};
+
+/// `BOOTSTRAP_GROUP_FILES`.
+pub const BOOTSTRAP_GROUP_FILES: Variable = Variable {
+    name: "BOOTSTRAP_GROUP_FILES",
+    default: Some("250000"),
+    values: &[],
+    help: "A new mirror of a table whose checkpoint holds more actions is bootstrapped in groups of about this many files, one group after another, from spill files in the temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.",
+};
+
+/// `HISTORY_RECENT_VERSIONS`.
+pub const HISTORY_RECENT_VERSIONS: Variable = Variable {
+    name: "HISTORY_RECENT_VERSIONS",
+    default: Some("100"),
+    values: &[],
+    help: "The newest this many Delta versions keep an Iceberg snapshot each (exact time travel); older ones are thinned to one snapshot per hour, then per day. The Delta table property lakemirror.history.recent-versions overrides it.",
+};
+
+/// `HISTORY_HOURLY_FOR`.
+pub const HISTORY_HOURLY_FOR: Variable = Variable {
+    name: "HISTORY_HOURLY_FOR",
+    default: Some("1 day"),
+    values: &[],
+    help: "For how long before the newest commit the versions older than those keep one snapshot per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property lakemirror.history.hourly-for overrides it.",
+};
+
 /// The glue-sync settings.
 pub const SETTINGS: &[Setting] = &[
     Setting {
-        variable: "ICEBERG_FORMAT_VERSION",
-        parameter: "IcebergFormatVersion",
-        default: Some("2"),
-        values: &["2", "3"],
+        variable: &ICEBERG_FORMAT_VERSION,
         of_new_table: true,
-        help: "Iceberg format version of a newly created mirror: 2 (deletion vectors become position-delete files; Athena reads it) or 3 (Puffin deletion vectors). The Delta table property lakemirror.iceberg.format-version overrides it; an existing mirror keeps its version.",
         read: |s, value| {
             s.format_version = parse_format_version(value)
                 .ok_or_else(|| format!("{value:?}: allowed values are 2 and 3"))?;
@@ -127,27 +187,19 @@ pub const SETTINGS: &[Setting] = &[
         },
     },
     Setting {
-        variable: "ON_MISSING_SOURCE",
-        parameter: "OnMissingSource",
-        default: Some("keep"),
-        values: &["keep", "drop"],
+        variable: &ON_MISSING_SOURCE,
         of_new_table: false,
-        help: "When the Delta table is gone (no _delta_log with a commit or checkpoint) but its Glue table is there: keep (fail with \"source table missing\" and leave the Glue table as it is) or drop (delete the Glue table; the Iceberg metadata files stay).",
         read: |s, value| {
             s.on_missing_source = value.parse()?;
             Ok(())
         },
     },
     Setting {
-        variable: "ALLOWED_GLUE_DATABASES",
-        parameter: "AllowedGlueDatabases",
-        default: None,
-        values: &[],
+        variable: &ALLOWED_GLUE_DATABASES,
         of_new_table: true,
-        help: "The Glue databases a Delta table's own lakemirror.glue.database / lakemirror.glue.table properties may choose, as a regex over the whole name [default: none: those properties are ignored, with a warning].",
         read: |s, value| {
             s.allowed_databases =
-                allowed_names(Some(value), "ALLOWED_GLUE_DATABASES").map_err(|e| match e {
+                allowed_names(Some(value), ALLOWED_GLUE_DATABASES.name).map_err(|e| match e {
                     lakemirror_plan::Error::Setting { reason, .. } => reason,
                     other => other.to_string(),
                 })?;
@@ -155,53 +207,32 @@ pub const SETTINGS: &[Setting] = &[
         },
     },
     Setting {
-        variable: "TABLE_NAME_FROM_PATH",
-        parameter: "TableNameFromPath",
-        default: Some("folder"),
-        values: &["folder", "path", "unique-path"],
+        variable: &TABLE_NAME_FROM_PATH,
         of_new_table: true,
-        help: "The default Glue table name: folder (the folder's name), path (the whole path below the bucket) or unique-path (the path, plus a digest when it is not plain lower-case letters and digits, so no two locations of a bucket share a name).",
         read: |s, value| {
             s.name_from = value.parse()?;
             Ok(())
         },
     },
     Setting {
-        variable: "BOOTSTRAP_GROUP_FILES",
-        parameter: "BootstrapGroupFiles",
-        default: Some("250000"),
-        values: &[],
+        variable: &BOOTSTRAP_GROUP_FILES,
         of_new_table: false,
-        help: "A new mirror of a table whose checkpoint holds more actions is bootstrapped in groups of about this many files, one group after another, from spill files in the temp folder (TMPDIR): memory stays near 2 KB per file of a group, not of the table.",
         read: |s, value| {
-            s.bootstrap_group_files = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{value:?}: give a number of files above 0"))?;
+            s.bootstrap_group_files = above_zero(value)?;
             Ok(())
         },
     },
     Setting {
-        variable: "HISTORY_RECENT_VERSIONS",
-        parameter: "HistoryRecentVersions",
-        default: Some("100"),
-        values: &[],
+        variable: &HISTORY_RECENT_VERSIONS,
         of_new_table: false,
-        help: "The newest this many Delta versions keep an Iceberg snapshot each (exact time travel); older ones are thinned to one snapshot per hour, then per day. The Delta table property lakemirror.history.recent-versions overrides it.",
         read: |s, value| {
             s.history.recent_versions = parse_recent_versions(value)?;
             Ok(())
         },
     },
     Setting {
-        variable: "HISTORY_HOURLY_FOR",
-        parameter: "HistoryHourlyFor",
-        default: Some("1 day"),
-        values: &[],
+        variable: &HISTORY_HOURLY_FOR,
         of_new_table: false,
-        help: "For how long before the newest commit the versions older than those keep one snapshot per UTC hour (the hour's last); older still, one per UTC day, until Delta's retention expires them. An interval such as '1 day', '12 hours', or 0. The Delta table property lakemirror.history.hourly-for overrides it.",
         read: |s, value| {
             s.history.hourly_for_ms = parse_hourly_for(value)?;
             Ok(())
@@ -237,12 +268,12 @@ impl SyncSettings {
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let mut settings = Self::unread();
         for declared in SETTINGS {
-            let value = setting(declared.variable)
-                .filter(|v| !v.trim().is_empty())
+            let value = declared
+                .value(setting)
                 .or(declared.default.map(str::to_string));
             if let Some(value) = value {
                 (declared.read)(&mut settings, &value)
-                    .map_err(|reason| Error::setting(declared.variable, reason))?;
+                    .map_err(|reason| Error::setting(declared.name, reason))?;
             }
         }
         Ok(settings)
@@ -279,7 +310,7 @@ mod tests {
     fn every_declared_default_reads_and_is_what_the_floors_below_assume() {
         for setting in SETTINGS {
             if let Some(default) = setting.default {
-                assert_eq!(setting.check(default), Ok(()), "{}", setting.variable);
+                assert_eq!(setting.check(default), Ok(()), "{}", setting.name);
             }
         }
         let defaults = SyncSettings::from_settings(&|_| None).unwrap();
@@ -292,71 +323,9 @@ mod tests {
             crate::grouped::BOOTSTRAP_GROUP_FILES
         );
         assert_eq!(defaults.history, HistoryPolicy::default());
-        let blanks: Vec<(&str, &str)> = SETTINGS.iter().map(|s| (s.variable, " ")).collect();
+        let blanks: Vec<(&str, &str)> = SETTINGS.iter().map(|s| (s.name, " ")).collect();
         let blank = from(&blanks).unwrap();
         assert_eq!(format!("{blank:?}"), format!("{defaults:?}"));
-    }
-
-    /// `template.yaml`'s block of `parameter`: its `Default` and `AllowedValues`.
-    fn template_parameter(template: &str, parameter: &str) -> (String, Option<String>) {
-        let start = template
-            .find(&format!("\n  {parameter}:\n"))
-            .unwrap_or_else(|| panic!("template.yaml has no parameter {parameter}"));
-        let block: Vec<&str> = template[start + 1..]
-            .lines()
-            .skip(1)
-            .take_while(|line| line.starts_with("    "))
-            .collect();
-        let field = |name: &str| {
-            block
-                .iter()
-                .find_map(|line| line.trim().strip_prefix(name))
-                .map(|value| value.trim().trim_matches('"').to_string())
-        };
-        (
-            field("Default:").unwrap_or_default(),
-            field("AllowedValues:"),
-        )
-    }
-
-    #[test]
-    fn template_and_the_settings_table_of_the_docs_say_what_the_declaration_says() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-        let template = std::fs::read_to_string(format!("{root}/template.yaml")).unwrap();
-        let docs = std::fs::read_to_string(format!("{root}/docs/deployment.md")).unwrap();
-        for setting in SETTINGS {
-            let (default, allowed) = template_parameter(&template, setting.parameter);
-            assert_eq!(
-                default,
-                setting.default.unwrap_or(""),
-                "{}",
-                setting.parameter
-            );
-            if !setting.values.is_empty() {
-                let allowed: Vec<String> = allowed
-                    .unwrap_or_default()
-                    .trim_matches(['[', ']'])
-                    .split(',')
-                    .map(|v| v.trim().trim_matches('"').to_string())
-                    .collect();
-                assert_eq!(allowed, setting.values, "{}", setting.parameter);
-            }
-            let wired = format!("{}: !Ref {}", setting.variable, setting.parameter);
-            assert!(template.contains(&wired), "template.yaml lacks {wired:?}");
-
-            let row = docs
-                .lines()
-                .find(|line| line.starts_with(&format!("| `{}` |", setting.parameter)))
-                .unwrap_or_else(|| panic!("docs/deployment.md has no row {}", setting.parameter));
-            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
-            let documented_default = match setting.default {
-                Some(default) => format!("`{default}`"),
-                None => "empty".to_string(),
-            };
-            assert_eq!(cells[1], documented_default, "{row}");
-            let names = format!("`{}` / `{}`", setting.variable, setting.flag());
-            assert!(cells.last().is_some_and(|c| c.contains(&names)), "{row}");
-        }
     }
 
     #[test]
@@ -382,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_wrong_value_names_its_setting() {
-        for name in SETTINGS.iter().map(|s| s.variable) {
+        for name in SETTINGS.iter().map(|s| s.name) {
             let value = if name == "ALLOWED_GLUE_DATABASES" {
                 "("
             } else {

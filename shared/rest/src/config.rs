@@ -2,6 +2,7 @@
 //! across the function's environment, the CLI's flags (`--rest-catalog-uri` …), the SAM
 //! parameters and the README.
 
+use lakemirror_runtime::settings::Variable;
 use lakemirror_storage::service_url::on_this_machine;
 
 use crate::error::{Error, Result};
@@ -60,18 +61,82 @@ impl std::fmt::Debug for RestCatalogSettings {
     }
 }
 
+/// `REST_CATALOG_URI`.
+pub const REST_CATALOG_URI: Variable = Variable {
+    name: "REST_CATALOG_URI",
+    default: None,
+    values: &[],
+    help: "Mirror into this Iceberg REST catalog instead of Glue's Data Catalog API (e.g. https://glue.<region>.amazonaws.com/iceberg); unset: Glue.",
+};
+
+/// `REST_CATALOG_WAREHOUSE`.
+pub const REST_CATALOG_WAREHOUSE: Variable = Variable {
+    name: "REST_CATALOG_WAREHOUSE",
+    default: None,
+    values: &[],
+    help: "The warehouse sent to the catalog's /v1/config (Glue: the account id).",
+};
+
+/// `REST_CATALOG_TOKEN`.
+pub const REST_CATALOG_TOKEN: Variable = Variable {
+    name: "REST_CATALOG_TOKEN",
+    default: None,
+    values: &[],
+    help: "The REST catalog's bearer token (a deployment keeps it in REST_CATALOG_TOKEN_SECRET_ARN).",
+};
+
+/// `REST_CATALOG_CREDENTIAL`.
+pub const REST_CATALOG_CREDENTIAL: Variable = Variable {
+    name: "REST_CATALOG_CREDENTIAL",
+    default: None,
+    values: &[],
+    help: "OAuth2 client credentials client_id:client_secret (a deployment keeps them in REST_CATALOG_CREDENTIAL_SECRET_ARN).",
+};
+
+/// `REST_CATALOG_OAUTH2_SERVER_URI`.
+pub const REST_CATALOG_OAUTH2_SERVER_URI: Variable = Variable {
+    name: "REST_CATALOG_OAUTH2_SERVER_URI",
+    default: None,
+    values: &[],
+    help: "The OAuth2 token endpoint; unset: <uri>/v1/oauth/tokens.",
+};
+
+/// `REST_CATALOG_SCOPE`.
+pub const REST_CATALOG_SCOPE: Variable = Variable {
+    name: "REST_CATALOG_SCOPE",
+    default: Some("catalog"),
+    values: &[],
+    help: "The OAuth2 scope.",
+};
+
+/// `REST_CATALOG_SIGNING_NAME`.
+pub const REST_CATALOG_SIGNING_NAME: Variable = Variable {
+    name: "REST_CATALOG_SIGNING_NAME",
+    default: None,
+    values: &[],
+    help: "Sign with SigV4 for this service (glue for Glue's Iceberg endpoint) with the process's AWS credentials.",
+};
+
+/// `REST_CATALOG_SIGNING_REGION`.
+pub const REST_CATALOG_SIGNING_REGION: Variable = Variable {
+    name: "REST_CATALOG_SIGNING_REGION",
+    default: None,
+    values: &[],
+    help: "The region SigV4 signs for; unset: the process's region.",
+};
+
 impl RestCatalogSettings {
     /// The settings' names: the function's environment variables and the CLI flags'
     /// variables.
-    pub const VARIABLES: [&'static str; 8] = [
-        "REST_CATALOG_URI",
-        "REST_CATALOG_WAREHOUSE",
-        "REST_CATALOG_TOKEN",
-        "REST_CATALOG_CREDENTIAL",
-        "REST_CATALOG_OAUTH2_SERVER_URI",
-        "REST_CATALOG_SCOPE",
-        "REST_CATALOG_SIGNING_NAME",
-        "REST_CATALOG_SIGNING_REGION",
+    pub const VARIABLES: [&'static Variable; 8] = [
+        &REST_CATALOG_URI,
+        &REST_CATALOG_WAREHOUSE,
+        &REST_CATALOG_TOKEN,
+        &REST_CATALOG_CREDENTIAL,
+        &REST_CATALOG_OAUTH2_SERVER_URI,
+        &REST_CATALOG_SCOPE,
+        &REST_CATALOG_SIGNING_NAME,
+        &REST_CATALOG_SIGNING_REGION,
     ];
 
     /// The REST catalog `setting` names; None when `REST_CATALOG_URI` is unset (the target
@@ -82,15 +147,15 @@ impl RestCatalogSettings {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        let Some(uri) = var("REST_CATALOG_URI") else {
+        let Some(uri) = var(REST_CATALOG_URI.name) else {
             let stray: Vec<&str> = Self::VARIABLES[1..]
                 .iter()
-                .copied()
+                .map(|v| v.name)
                 .filter(|name| var(name).is_some())
                 .collect();
             if let Some(name) = stray.first() {
                 return Err(Error::setting(
-                    "REST_CATALOG_URI",
+                    REST_CATALOG_URI.name,
                     format!(
                         "{name} is set but REST_CATALOG_URI is not: give the catalog's URL, or unset {} to mirror into Glue",
                         stray.join(", ")
@@ -100,18 +165,20 @@ impl RestCatalogSettings {
             return Ok(None);
         };
         let uri = checked_uri(&uri)?;
-        let token = var("REST_CATALOG_TOKEN");
-        let credential = var("REST_CATALOG_CREDENTIAL");
-        let signing_name = var("REST_CATALOG_SIGNING_NAME");
+        let token = var(REST_CATALOG_TOKEN.name);
+        let credential = var(REST_CATALOG_CREDENTIAL.name);
+        let signing_name = var(REST_CATALOG_SIGNING_NAME.name);
         let chosen = [
-            token.as_ref().map(|_| "REST_CATALOG_TOKEN"),
-            credential.as_ref().map(|_| "REST_CATALOG_CREDENTIAL"),
-            signing_name.as_ref().map(|_| "REST_CATALOG_SIGNING_NAME"),
+            token.as_ref().map(|_| REST_CATALOG_TOKEN.name),
+            credential.as_ref().map(|_| REST_CATALOG_CREDENTIAL.name),
+            signing_name
+                .as_ref()
+                .map(|_| REST_CATALOG_SIGNING_NAME.name),
         ];
         let chosen: Vec<&str> = chosen.into_iter().flatten().collect();
         if chosen.len() > 1 {
             return Err(Error::setting(
-                "REST_CATALOG_TOKEN",
+                REST_CATALOG_TOKEN.name,
                 format!(
                     "{} are all set: give one way to sign in (a token, OAuth2 client credentials, or SigV4)",
                     chosen.join(" and ")
@@ -127,14 +194,14 @@ impl RestCatalogSettings {
         } else if let Some(credential) = credential {
             let Some((client_id, client_secret)) = credential.split_once(':') else {
                 return Err(Error::setting(
-                    "REST_CATALOG_CREDENTIAL",
+                    REST_CATALOG_CREDENTIAL.name,
                     "write client_id:client_secret",
                 ));
             };
-            let token_uri = match var("REST_CATALOG_OAUTH2_SERVER_URI") {
+            let token_uri = match var(REST_CATALOG_OAUTH2_SERVER_URI.name) {
                 Some(given) => checked_uri(&given).map_err(|e| match e {
                     Error::Setting { reason, .. } => {
-                        Error::setting("REST_CATALOG_OAUTH2_SERVER_URI", reason)
+                        Error::setting(REST_CATALOG_OAUTH2_SERVER_URI.name, reason)
                     }
                     other => other,
                 })?,
@@ -144,26 +211,32 @@ impl RestCatalogSettings {
                 token_uri,
                 client_id: client_id.to_string(),
                 client_secret: client_secret.to_string(),
-                scope: var("REST_CATALOG_SCOPE").unwrap_or_else(|| "catalog".into()),
+                scope: var(REST_CATALOG_SCOPE.name).unwrap_or_else(|| "catalog".into()),
             })
         } else if let Some(service) = signing_name {
             AuthSettings::SigV4 {
                 service,
-                region: var("REST_CATALOG_SIGNING_REGION"),
+                region: var(REST_CATALOG_SIGNING_REGION.name),
             }
         } else {
             AuthSettings::None
         };
         if !matches!(auth, AuthSettings::OAuth2(_)) {
-            only_with("REST_CATALOG_OAUTH2_SERVER_URI", "REST_CATALOG_CREDENTIAL")?;
-            only_with("REST_CATALOG_SCOPE", "REST_CATALOG_CREDENTIAL")?;
+            only_with(
+                REST_CATALOG_OAUTH2_SERVER_URI.name,
+                REST_CATALOG_CREDENTIAL.name,
+            )?;
+            only_with(REST_CATALOG_SCOPE.name, REST_CATALOG_CREDENTIAL.name)?;
         }
         if !matches!(auth, AuthSettings::SigV4 { .. }) {
-            only_with("REST_CATALOG_SIGNING_REGION", "REST_CATALOG_SIGNING_NAME")?;
+            only_with(
+                REST_CATALOG_SIGNING_REGION.name,
+                REST_CATALOG_SIGNING_NAME.name,
+            )?;
         }
         Ok(Some(Self {
             uri,
-            warehouse: var("REST_CATALOG_WAREHOUSE"),
+            warehouse: var(REST_CATALOG_WAREHOUSE.name),
             auth,
         }))
     }

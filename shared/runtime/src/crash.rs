@@ -6,7 +6,12 @@
 use std::sync::OnceLock;
 
 /// Environment variable naming the step to crash at.
-pub const CRASH_AT: &str = "LAKEMIRROR_CRASH_AT";
+pub const CRASH_AT: crate::settings::Variable = crate::settings::Variable {
+    name: "LAKEMIRROR_CRASH_AT",
+    default: None,
+    values: &[],
+    help: "Tests only: the step at which the process aborts, as a killed Lambda stops.",
+};
 
 static ARMED: OnceLock<Option<String>> = OnceLock::new();
 
@@ -19,7 +24,7 @@ pub fn arm(step: Option<String>) {
 /// Aborts the process when the armed step is `step`.
 pub fn point(step: &str) {
     if ARMED.get().and_then(Option::as_deref) == Some(step) {
-        eprintln!("{CRASH_AT}={step}: aborting here, as a test asked");
+        eprintln!("{}={step}: aborting here, as a test asked", CRASH_AT.name);
         std::process::abort();
     }
 }

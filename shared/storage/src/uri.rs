@@ -42,7 +42,16 @@ pub fn under_prefix(table_uri: &str, prefix: &str) -> bool {
     table_uri == prefix || table_uri.starts_with(&format!("{prefix}/"))
 }
 
-/// A comma-separated list of `s3://bucket/prefix` roots (`TABLE_PREFIXES`); unset or empty
+/// `TABLE_PREFIXES`: the roots whose tables a function serves.
+pub const TABLE_PREFIXES: lakemirror_runtime::settings::Variable =
+    lakemirror_runtime::settings::Variable {
+        name: "TABLE_PREFIXES",
+        default: None,
+        values: &[],
+        help: "Comma-separated s3://bucket/prefix roots whose tables the function serves; unset or empty: every table.",
+    };
+
+/// A comma-separated list of `s3://bucket/prefix` roots ([`TABLE_PREFIXES`]); unset or empty
 /// means every table.
 pub fn table_prefixes(value: Option<&str>) -> Vec<String> {
     value

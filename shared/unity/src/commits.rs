@@ -41,10 +41,10 @@ pub async fn commit_catalog(
     setting: &dyn Fn(&str) -> Option<String>,
     secrets: Option<&dyn SecretSource>,
 ) -> crate::Result<Option<Arc<dyn CommitCatalog>>> {
-    if setting("UC_URL").is_none_or(|url| url.trim().is_empty()) {
+    if crate::function::UC_URL.value(setting).is_none() {
         return Ok(None);
     }
-    let client = crate::function::UnityConfig::from_settings(setting)?
+    let client = crate::function::UnityConfig::connection(setting)?
         .client(secrets)
         .await?;
     Ok(Some(Arc::new(UnityCommits::new(client))))

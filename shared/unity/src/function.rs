@@ -14,7 +14,8 @@ use lakemirror_runtime::deadline::{self, Timed};
 
 use lakemirror_events::trigger::AnnouncedTable;
 use lakemirror_runtime::Failures;
-use lakemirror_storage::uri::table_prefixes;
+use lakemirror_runtime::settings::Variable;
+use lakemirror_storage::uri::{TABLE_PREFIXES, table_prefixes};
 use lakemirror_storage::{ObjectStores, SecretSource, SharedOut, budget};
 
 use crate::client::UnityCatalog;
@@ -56,25 +57,84 @@ impl std::fmt::Debug for UnityConfig {
     }
 }
 
+/// `UC_URL`.
+pub const UC_URL: Variable = Variable {
+    name: "UC_URL",
+    default: None,
+    values: &[],
+    help: "The Unity Catalog server's base URL, without /api/2.1/unity-catalog: unity-register registers tables there, glue-sync and lakebase-sync read the commits it ratified of catalog-managed tables.",
+};
+
+/// `UC_TOKEN`.
+pub const UC_TOKEN: Variable = Variable {
+    name: "UC_TOKEN",
+    default: None,
+    values: &[],
+    help: "The Unity Catalog bearer token (a deployment keeps it in UC_TOKEN_SECRET_ARN).",
+};
+
+/// `UC_TOKEN_SECRET_ARN`.
+pub const UC_TOKEN_SECRET_ARN: Variable = Variable {
+    name: "UC_TOKEN_SECRET_ARN",
+    default: None,
+    values: &[],
+    help: "Secrets Manager secret holding the Unity Catalog bearer token (plain or JSON token).",
+};
+
+/// `UC_CATALOG`.
+pub const UC_CATALOG: Variable = Variable {
+    name: "UC_CATALOG",
+    default: None,
+    values: &[],
+    help: "The Unity Catalog catalog of tables that do not name one (lakemirror.unity.catalog).",
+};
+
+/// `UC_SCHEMA`.
+pub const UC_SCHEMA: Variable = Variable {
+    name: "UC_SCHEMA",
+    default: None,
+    values: &[],
+    help: "The Unity Catalog schema of tables that do not name one (lakemirror.unity.schema).",
+};
+
+/// `ALLOWED_UC_CATALOGS`.
+pub const ALLOWED_UC_CATALOGS: Variable = Variable {
+    name: "ALLOWED_UC_CATALOGS",
+    default: None,
+    values: &[],
+    help: "The catalogs a Delta table's own lakemirror.unity.catalog / .schema / .table properties may choose, as a regex over the whole name; unset: those properties are ignored, with a warning.",
+};
+
 impl UnityConfig {
     /// The configuration from `setting` (the function's environment variables).
     pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let var = |name: &str| setting(name).filter(|v| !v.trim().is_empty());
-        let url = var("UC_URL").ok_or_else(|| Error::Url {
+        Ok(Self {
+            catalog: UC_CATALOG.value(setting),
+            schema: UC_SCHEMA.value(setting),
+            table_prefixes: table_prefixes(TABLE_PREFIXES.value(setting).as_deref()),
+            allowed_catalogs: lakemirror_plan::target::allowed_names(
+                ALLOWED_UC_CATALOGS.value(setting).as_deref(),
+                ALLOWED_UC_CATALOGS.name,
+            )?,
+            ..Self::connection(setting)?
+        })
+    }
+
+    /// Only the server and its token (`UC_URL`, `UC_TOKEN`, `UC_TOKEN_SECRET_ARN`): what a
+    /// function that reads through Unity Catalog but registers nothing needs.
+    pub fn connection(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let url = UC_URL.value(setting).ok_or_else(|| Error::Url {
             url: String::new(),
             reason: "is not set: give the Unity Catalog server's base URL, e.g. https://uc.example.com:8080 (without /api/2.1/unity-catalog)".into(),
         })?;
         Ok(Self {
             url,
-            token: var("UC_TOKEN"),
-            token_secret_arn: var("UC_TOKEN_SECRET_ARN"),
-            catalog: var("UC_CATALOG"),
-            schema: var("UC_SCHEMA"),
-            table_prefixes: table_prefixes(var("TABLE_PREFIXES").as_deref()),
-            allowed_catalogs: lakemirror_plan::target::allowed_names(
-                var("ALLOWED_UC_CATALOGS").as_deref(),
-                "ALLOWED_UC_CATALOGS",
-            )?,
+            token: UC_TOKEN.value(setting),
+            token_secret_arn: UC_TOKEN_SECRET_ARN.value(setting),
+            catalog: None,
+            schema: None,
+            table_prefixes: Vec::new(),
+            allowed_catalogs: None,
         })
     }
 
