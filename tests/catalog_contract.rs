@@ -14,6 +14,7 @@ use std::sync::Arc;
 use iceberg::spec::TableMetadata;
 use lakemirror_aws::GlueCatalog;
 use lakemirror_iceberg::catalog::{Catalog, CatalogCommit, CatalogEntry};
+use lakemirror_iceberg::changes::Changes;
 use lakemirror_iceberg::{Error, InMemoryCatalog};
 use lakemirror_storage::IoCounters;
 
@@ -184,7 +185,7 @@ impl<'a> Table<'a> {
             read,
             metadata_location: location,
             previous_location: None,
-            previous: None,
+            changes: Changes::Whole,
             metadata: &self.metadata,
         };
         self.catalog
@@ -497,7 +498,7 @@ async fn rest_commit(
         read,
         metadata_location: location,
         previous_location: None,
-        previous,
+        changes: Changes::between(previous, metadata),
         metadata,
     };
     catalog.commit_table(commit, &IoCounters::default()).await

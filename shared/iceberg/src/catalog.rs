@@ -14,6 +14,7 @@ use lakemirror_plan::CommittedTable;
 use lakemirror_plan::properties::DELTA_TABLE_PROPERTY;
 use lakemirror_storage::{IoCounters, ObjectStores, TableStorage, canonical_uri};
 
+use crate::changes::Changes;
 use crate::error::{Error, Result};
 
 /// A catalog's entry for one table: its parameters (for an Iceberg table, `table_type` and
@@ -57,9 +58,10 @@ pub struct CatalogCommit<'a> {
     pub metadata_location: &'a str,
     /// The metadata file it pointed at, when it was an Iceberg table.
     pub previous_location: Option<&'a str>,
-    /// The metadata the entry read pointed at, when it could be read: what a catalog that
-    /// takes changes rather than a location (REST) turns into `metadata`.
-    pub previous: Option<&'a TableMetadata>,
+    /// What the commit changes, typed ([`crate::changes`]): what a catalog that takes changes
+    /// rather than a location (REST) sends; Glue and the in-memory catalog swap the location
+    /// and check `read`'s version instead.
+    pub changes: Changes,
     /// The metadata `metadata_location` holds (Glue shows its columns).
     pub metadata: &'a TableMetadata,
 }
@@ -285,7 +287,7 @@ impl Lakehouse {
             read: read.entry.as_ref(),
             metadata_location: &staged.metadata_location,
             previous_location: read.current.as_ref().map(|c| c.metadata_location.as_str()),
-            previous: read.current.as_ref().map(|c| &c.metadata),
+            changes: Changes::between(read.current.as_ref().map(|c| &c.metadata), &staged.metadata),
             metadata: &staged.metadata,
         };
         let written = self.catalog.commit_table(commit, counters).await?;
@@ -548,7 +550,7 @@ mod tests {
             read,
             metadata_location: location,
             previous_location: None,
-            previous: None,
+            changes: Changes::Whole,
             metadata,
         }
     }

@@ -7,6 +7,7 @@
 mod avro_cost;
 mod avro_header;
 pub mod catalog;
+pub mod changes;
 mod error;
 pub mod metadata_json;
 pub mod puffin;

@@ -11,6 +11,7 @@ use lakemirror_iceberg::Error;
 use lakemirror_iceberg::catalog::{
     Catalog, CatalogCommit, CatalogEntry, IcebergEntry, MAX_LISTING_PAGES, too_many_pages,
 };
+use lakemirror_iceberg::changes::{Changes, TableChange};
 use lakemirror_runtime::Kind;
 use lakemirror_storage::budget::{self, BodyError};
 use lakemirror_storage::service_url::path_segment;
@@ -20,7 +21,6 @@ use tokio::sync::{Mutex, OnceCell};
 
 use crate::auth::Auth;
 use crate::config::{AuthSettings, RestCatalogSettings, checked_uri};
-use crate::updates::{NotAnUpdate, RestCommit, commits};
 
 type Result<T> = std::result::Result<T, Error>;
 
@@ -392,13 +392,13 @@ impl RestCatalog {
     async fn send_commit(
         &self,
         commit: &CatalogCommit<'_>,
-        rest: &RestCommit,
+        change: &TableChange,
         counters: &IoCounters,
     ) -> Result<String> {
         let url = self
             .table_url(commit.database, commit.name, counters)
             .await?;
-        let body = serde_json::to_vec(rest)?;
+        let body = serde_json::to_vec(change)?;
         let answer = match self.send(Method::POST, &url, Some(body), counters).await {
             Ok(answer) => answer,
             // Sent, maybe applied: the server says which below.
@@ -414,7 +414,9 @@ impl RestCatalog {
             // was read: a lost race; the sync reads again.
             StatusCode::CONFLICT | StatusCode::NOT_FOUND => Err(conflict(commit)),
             s if s.is_success() => answer.metadata_location("committing to a REST catalog table"),
-            s if s.is_server_error() => self.settle_unknown(commit, rest, &answer, counters).await,
+            s if s.is_server_error() => {
+                self.settle_unknown(commit, change, &answer, counters).await
+            }
             _ => Err(answer.error("committing to a REST catalog table")),
         }
     }
@@ -424,11 +426,11 @@ impl RestCatalog {
     async fn settle_unknown(
         &self,
         commit: &CatalogCommit<'_>,
-        rest: &RestCommit,
+        change: &TableChange,
         answer: &Answer,
         counters: &IoCounters,
     ) -> Result<String> {
-        let added = rest.updates.iter().rev().find_map(|u| match u {
+        let added = change.updates.iter().rev().find_map(|u| match u {
             iceberg::TableUpdate::AddSnapshot { snapshot } => Some(snapshot.snapshot_id()),
             _ => None,
         });
@@ -521,21 +523,16 @@ impl Catalog for RestCatalog {
         counters: &IoCounters,
     ) -> Result<Option<String>> {
         let location = commit.metadata_location.to_string();
-        let (Some(_), Some(previous)) = (commit.read, commit.previous) else {
-            return match commit.read {
-                None => self.register(&commit, &location, counters).await.map(Some),
-                Some(_) => self.replace(&commit, &location, counters).await.map(Some),
-            };
-        };
-        let planned = match commits(previous, commit.metadata) {
-            Ok(planned) => planned,
-            Err(NotAnUpdate::NewTable) => {
+        let changes = match (commit.read, &commit.changes) {
+            (None, _) => return self.register(&commit, &location, counters).await.map(Some),
+            (Some(_), Changes::Whole) => {
                 return self.replace(&commit, &location, counters).await.map(Some);
             }
+            (Some(_), Changes::Update(changes)) => changes,
         };
         let mut current = commit.read.and_then(|r| r.version.clone());
-        for rest in &planned {
-            current = Some(self.send_commit(&commit, rest, counters).await?);
+        for change in changes {
+            current = Some(self.send_commit(&commit, change, counters).await?);
         }
         Ok(current)
     }

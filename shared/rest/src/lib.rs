@@ -7,7 +7,6 @@ pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod error;
-pub mod updates;
 
 pub use catalog::{AwsSigning, RestCatalog};
 pub use config::{AuthSettings, ClientCredentials, RestCatalogSettings};

@@ -1,13 +1,20 @@
-//! A mirror's new metadata as REST commits: the requirements and updates that turn the
-//! catalog's current metadata (`previous`) into the metadata the writer staged (`next`).
-//! Pure: no IO.
+//! A commit's changes, typed: the requirements and updates that turn the metadata the catalog
+//! pointed at when it was read (`previous`) into the metadata the writer staged (`next`),
+//! as iceberg's own `TableRequirement` and `TableUpdate`. Computed once, for every catalog
+//! ([`crate::catalog::CatalogCommit::changes`]): a catalog that takes changes rather than a
+//! location (Iceberg REST) sends them; one that swaps a pointer (Glue, the in-memory catalog)
+//! checks its own version instead. Pure: no IO.
 //!
-//! The writer builds `next` on `previous` with iceberg's own builder, the code a REST server
-//! applies updates with, so the updates are a diff of the two: schemas, specs and snapshots
-//! that are new, snapshots that are gone, properties that changed. Each new snapshot is a
-//! commit of its own, asserting the one before it on `main`: the server keeps each in its
-//! snapshot log (a snapshot added and superseded in one commit is dropped from it, and with
-//! it `FOR TIMESTAMP AS OF` that version), and every step is a Delta version a reader may see.
+//! They are the difference of the two documents, not the builder's change list: the writer
+//! builds `next` with iceberg's builder, then finishes it outside the builder (the snapshot
+//! log without gaps, thinned and expired snapshots removed, `lakemirror.thinned-removals`
+//! set: `writer/state/finish.rs`, `with_history`), and starts the builder from a copy whose
+//! `last-updated-ms` is moved back (`since_last_snapshot`), so the builder's list says less
+//! than what changed. The difference says all of it: schemas, specs and snapshots that are
+//! new, snapshots that are gone, properties that changed. Each new snapshot is a change of
+//! its own, asserting the one before it on `main`: a REST server keeps each in its snapshot
+//! log (a snapshot added and superseded in one commit is dropped from it, and with it
+//! `FOR TIMESTAMP AS OF` that version), and every step is a Delta version a reader may see.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,14 +24,14 @@ use iceberg::spec::{
     MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata, UnboundPartitionSpec,
 };
 
-/// One commit to the REST catalog: what must still hold, and what changes.
+/// One change of the table: what must still hold, and what changes (one REST commit).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct RestCommit {
+pub struct TableChange {
     pub requirements: Vec<TableRequirement>,
     pub updates: Vec<TableUpdate>,
 }
 
-/// Why `next` cannot be reached from `previous` by commits.
+/// Why `next` cannot be reached from `previous` by changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotAnUpdate {
     /// `next` is another table (a rebuilt mirror): a new table UUID, which no update assigns
@@ -32,11 +39,33 @@ pub enum NotAnUpdate {
     NewTable,
 }
 
-/// The commits that turn `previous` into `next`, in order; empty when nothing changed.
-pub fn commits(
+/// What a commit changes: the metadata as a whole, or typed changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Changes {
+    /// The metadata as a whole: no metadata was read (a new table, or one whose metadata
+    /// could not be read), or the mirror is another table now (a new UUID, which no update
+    /// assigns to an existing table).
+    Whole,
+    /// The changes that turn the metadata read into the staged one, in order (none: nothing
+    /// changed).
+    Update(Vec<TableChange>),
+}
+
+impl Changes {
+    /// The changes from `previous` (the metadata read, if any) to `next`.
+    pub fn between(previous: Option<&TableMetadata>, next: &TableMetadata) -> Self {
+        match previous.map(|previous| changes(previous, next)) {
+            Some(Ok(update)) => Self::Update(update),
+            Some(Err(NotAnUpdate::NewTable)) | None => Self::Whole,
+        }
+    }
+}
+
+/// The changes that turn `previous` into `next`, in order; empty when nothing changed.
+pub fn changes(
     previous: &TableMetadata,
     next: &TableMetadata,
-) -> Result<Vec<RestCommit>, NotAnUpdate> {
+) -> Result<Vec<TableChange>, NotAnUpdate> {
     if previous.uuid() != next.uuid() {
         return Err(NotAnUpdate::NewTable);
     }
@@ -74,7 +103,7 @@ pub fn commits(
         if i + 1 == count {
             updates.append(&mut last);
         }
-        commits.push(RestCommit {
+        commits.push(TableChange {
             requirements: requirements(previous, on_main),
             updates,
         });
@@ -83,7 +112,7 @@ pub fn commits(
     // No new snapshot: whatever else changed goes in one commit.
     pending.append(&mut last);
     if !pending.is_empty() {
-        commits.push(RestCommit {
+        commits.push(TableChange {
             requirements: requirements(previous, on_main),
             updates: pending,
         });
@@ -246,7 +275,7 @@ mod tests {
     }
 
     /// `previous` after the server applied `commits`, each checked against its requirements.
-    fn applied(previous: &TableMetadata, commits: Vec<RestCommit>) -> TableMetadata {
+    fn applied(previous: &TableMetadata, commits: Vec<TableChange>) -> TableMetadata {
         let mut current = previous.clone();
         for commit in commits {
             for requirement in &commit.requirements {
@@ -269,7 +298,7 @@ mod tests {
             2,
             &[("a", "2"), ("b", "3")],
         );
-        let commits = commits(&previous, &next).unwrap();
+        let commits = changes(&previous, &next).unwrap();
         assert_eq!(commits.len(), 3);
         let on_main: Vec<_> = commits
             .iter()
@@ -304,7 +333,7 @@ mod tests {
     fn a_first_snapshot_asserts_main_is_absent_and_nothing_changed_is_no_commit() {
         let empty = metadata(&[], 1, &[]);
         let next = metadata(&[(7, 1, 1_000)], 1, &[]);
-        let commits = commits(&empty, &next).unwrap();
+        let commits = changes(&empty, &next).unwrap();
         assert_eq!(
             commits[0].requirements[1],
             TableRequirement::RefSnapshotIdMatch {
@@ -313,21 +342,21 @@ mod tests {
             }
         );
         assert_eq!(applied(&empty, commits).current_snapshot_id(), Some(7));
-        assert_eq!(super::commits(&next, &next).unwrap(), Vec::new());
+        assert_eq!(super::changes(&next, &next).unwrap(), Vec::new());
     }
 
     #[test]
     fn properties_alone_are_one_commit_and_a_new_table_is_refused() {
         let previous = metadata(&[(1, 1, 1_000)], 1, &[("a", "1")]);
         let next = metadata(&[(1, 1, 1_000)], 1, &[("a", "2")]);
-        let commits = commits(&previous, &next).unwrap();
+        let commits = changes(&previous, &next).unwrap();
         assert_eq!(commits.len(), 1);
         assert_eq!(applied(&previous, commits).properties(), next.properties());
         let mut json = serde_json::to_value(&next).unwrap();
         json["table-uuid"] = "8e1a0f9c-0000-4000-8000-000000000001".into();
         let rebuilt: TableMetadata = serde_json::from_value(json).unwrap();
         assert_eq!(
-            super::commits(&previous, &rebuilt),
+            super::changes(&previous, &rebuilt),
             Err(NotAnUpdate::NewTable)
         );
     }
@@ -337,7 +366,7 @@ mod tests {
         let previous = metadata(&[(1, 1, 1_000)], 1, &[]);
         let moved_on = metadata(&[(1, 1, 1_000), (9, 2, 2_000)], 1, &[]);
         let next = metadata(&[(1, 1, 1_000), (2, 2, 2_000)], 1, &[]);
-        let commits = commits(&previous, &next).unwrap();
+        let commits = changes(&previous, &next).unwrap();
         assert!(
             commits[0]
                 .requirements
