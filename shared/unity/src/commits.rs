@@ -10,6 +10,7 @@
 //! catalog keeps the table at this Delta table's root.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,6 +64,11 @@ pub struct UnityCommits {
     /// One walk of the catalog at a time: syncs of tables naming the same id wait for the
     /// first one's answer instead of walking again beside it.
     walking: tokio::sync::Mutex<()>,
+    /// The server was found to lack the managed-commits preview route: later syncs of the
+    /// process go straight through `loadTable` (one request once the table's name is known)
+    /// instead of asking the missing route first. A server does not gain a route while a
+    /// process lives; a new process (a deployment of a newer server restarts them) asks again.
+    no_preview_route: AtomicBool,
 }
 
 impl UnityCommits {
@@ -72,6 +78,7 @@ impl UnityCommits {
             names: Mutex::default(),
             not_found: Mutex::default(),
             walking: tokio::sync::Mutex::default(),
+            no_preview_route: AtomicBool::new(false),
         }
     }
 
@@ -241,12 +248,15 @@ impl CommitCatalog for UnityCommits {
     }
 
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError> {
-        let answer = match self
-            .client
-            .preview_commits(table_id, table_root, MAX_PAGES)
-            .await
-            .map_err(catalog_error)?
-        {
+        let preview = match self.no_preview_route.load(Ordering::Relaxed) {
+            true => PreviewAnswer::NoRoute,
+            false => self
+                .client
+                .preview_commits(table_id, table_root, MAX_PAGES)
+                .await
+                .map_err(catalog_error)?,
+        };
+        let answer = match preview {
             PreviewAnswer::Answered(answer) => answer,
             PreviewAnswer::NoSuchTable(reason) => {
                 return Err(CatalogError::Refused(format!(
@@ -254,7 +264,10 @@ impl CommitCatalog for UnityCommits {
                     self.describe()
                 )));
             }
-            PreviewAnswer::NoRoute => self.through_load_table(table_id, table_root).await?,
+            PreviewAnswer::NoRoute => {
+                self.no_preview_route.store(true, Ordering::Relaxed);
+                self.through_load_table(table_id, table_root).await?
+            }
         };
         let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
             version: c.version,
