@@ -10,7 +10,6 @@
 //! catalog keeps the table at this Delta table's root.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +28,9 @@ const MAX_PAGES: usize = 100;
 
 /// Schemas one search for a table id lists at most.
 const MAX_SCHEMAS: usize = 1000;
+
+/// How long a server found without the preview route is asked through `loadTable` alone.
+const NO_ROUTE_FOR: Duration = Duration::from_secs(15 * 60);
 
 /// How long a table id the catalog was found not to hold is remembered: syncs of the table
 /// in that time are refused without listing the catalog again.
@@ -64,11 +66,12 @@ pub struct UnityCommits {
     /// One walk of the catalog at a time: syncs of tables naming the same id wait for the
     /// first one's answer instead of walking again beside it.
     walking: tokio::sync::Mutex<()>,
-    /// The server was found to lack the managed-commits preview route: later syncs of the
-    /// process go straight through `loadTable` (one request once the table's name is known)
-    /// instead of asking the missing route first. A server does not gain a route while a
-    /// process lives; a new process (a deployment of a newer server restarts them) asks again.
-    no_preview_route: AtomicBool,
+    /// Since when the server answered without the managed-commits preview route and then
+    /// through `loadTable`: for [`NO_ROUTE_FOR`], syncs go straight through `loadTable` (one
+    /// request once the table's name is known) instead of asking the missing route first.
+    /// Only a `loadTable` that answered sets it, and one that fails clears it, so a passing
+    /// 404 of a proxy cannot send every sync the long way for good.
+    no_preview_route: Mutex<Option<Instant>>,
 }
 
 impl UnityCommits {
@@ -78,7 +81,7 @@ impl UnityCommits {
             names: Mutex::default(),
             not_found: Mutex::default(),
             walking: tokio::sync::Mutex::default(),
-            no_preview_route: AtomicBool::new(false),
+            no_preview_route: Mutex::default(),
         }
     }
 
@@ -248,7 +251,13 @@ impl CommitCatalog for UnityCommits {
     }
 
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError> {
-        let preview = match self.no_preview_route.load(Ordering::Relaxed) {
+        let route_missing = self
+            .no_preview_route
+            .lock()
+            .ok()
+            .and_then(|since| *since)
+            .is_some_and(|since| since.elapsed() < NO_ROUTE_FOR);
+        let preview = match route_missing {
             true => PreviewAnswer::NoRoute,
             false => self
                 .client
@@ -265,8 +274,11 @@ impl CommitCatalog for UnityCommits {
                 )));
             }
             PreviewAnswer::NoRoute => {
-                self.no_preview_route.store(true, Ordering::Relaxed);
-                self.through_load_table(table_id, table_root).await?
+                let answered = self.through_load_table(table_id, table_root).await;
+                if let Ok(mut remembered) = self.no_preview_route.lock() {
+                    *remembered = route_missing_since(*remembered, answered.is_ok());
+                }
+                answered?
             }
         };
         let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
@@ -285,9 +297,36 @@ impl CommitCatalog for UnityCommits {
     }
 }
 
+/// Since when the preview route is taken to be missing, after `loadTable` answered (or not)
+/// for a server that lacked it: kept while recent, renewed when stale, forgotten on a failure.
+fn route_missing_since(since: Option<Instant>, load_table_answered: bool) -> Option<Instant> {
+    match (load_table_answered, since) {
+        (true, Some(since)) if since.elapsed() < NO_ROUTE_FOR => Some(since),
+        (true, _) => Some(Instant::now()),
+        (false, _) => None,
+    }
+}
+
 fn catalog_error(e: Error) -> CatalogError {
     match e.is_retryable() {
         true => CatalogError::Unavailable(e.to_string()),
         false => CatalogError::Refused(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_preview_route_is_remembered_while_load_table_answers_and_for_a_while_only() {
+        let first = route_missing_since(None, true).unwrap();
+        assert_eq!(route_missing_since(Some(first), true), Some(first));
+        assert_eq!(route_missing_since(Some(first), false), None);
+        assert_eq!(route_missing_since(None, false), None);
+        let Some(stale) = Instant::now().checked_sub(NO_ROUTE_FOR + Duration::from_secs(1)) else {
+            return; // a clock this young cannot hold a stale instant
+        };
+        assert!(route_missing_since(Some(stale), true).is_some_and(|renewed| renewed > stale));
     }
 }
