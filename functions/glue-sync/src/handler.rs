@@ -510,7 +510,6 @@ mod reads {
 
     use std::collections::BTreeSet;
 
-    use lakemirror_runtime::crash::CRASH_AT;
     use lakemirror_runtime::settings::{Recorder, disagreements};
 
     async fn offline() -> aws_config::SdkConfig {
@@ -528,8 +527,7 @@ mod reads {
     async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
         let recorder = Recorder::answering(given);
         let setting = |name: &str| recorder.setting(name);
-        CRASH_AT.value(&setting);
-        lakemirror_aws::config::memory_mb(&setting).unwrap();
+        lakemirror_aws::config::ProcessSettings::from_settings(&setting).unwrap();
         super::function(&offline().await, &setting).await.unwrap();
         recorder.asked()
     }

@@ -197,7 +197,6 @@ mod reads {
 
     use std::collections::BTreeSet;
 
-    use lakemirror_runtime::crash::CRASH_AT;
     use lakemirror_runtime::settings::{Recorder, disagreements};
 
     async fn offline() -> aws_config::SdkConfig {
@@ -215,8 +214,7 @@ mod reads {
     async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
         let recorder = Recorder::answering(given);
         let setting = |name: &str| recorder.setting(name);
-        CRASH_AT.value(&setting);
-        lakemirror_aws::config::memory_mb(&setting).unwrap();
+        lakemirror_aws::config::ProcessSettings::from_settings(&setting).unwrap();
         super::function(&offline().await, &setting).unwrap();
         recorder.asked()
     }

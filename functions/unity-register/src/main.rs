@@ -1,18 +1,16 @@
 //! The unity-register Lambda function: wiring only. The crash point and the memory budget are
-//! set, then the function ([`unity_register::function`]: configuration, object stores, secret
+//! set (`ProcessSettings`), then the function ([`unity_register::function`]: configuration, object stores, secret
 //! source) is built once at cold start; every event goes to [`unity_register::handle`]. The
 //! variables it reads: [`unity_register::ENVIRONMENT`] (and docs/deployment.md).
 
 use lakemirror_aws::config;
-use lakemirror_runtime::crash;
 use lambda_runtime::{Error, run, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let setting = |name: &str| std::env::var(name).ok();
-    crash::arm(crash::CRASH_AT.value(&setting));
-    config::install_memory_budget(&setting)?;
+    config::ProcessSettings::from_settings(&setting)?.install();
     let aws = config::load().await;
     let function = unity_register::function(&aws, &setting)?;
     run(service_fn(|event| unity_register::handle(&function, event))).await

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use lakemirror_iceberg::catalog::Catalog;
 use lakemirror_rest::{AwsSigning, RestCatalog, RestCatalogSettings};
+use lakemirror_runtime::crash;
 use lakemirror_runtime::settings::Variable;
 use lakemirror_storage::uri::table_prefixes;
 use lakemirror_storage::{MemoryShare, ObjectStores, S3Options, SecretSource};
@@ -158,12 +159,14 @@ pub fn object_stores(
     let endpoint = AWS_ENDPOINT_URL_S3
         .value(setting)
         .or_else(|| config.endpoint_url().map(str::to_string));
-    let allow_http = endpoint
-        .as_deref()
-        .is_some_and(|e| e.starts_with("http://"))
-        || AWS_ALLOW_HTTP
-            .value(setting)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    // Read whatever the endpoint: what a process reads must not depend on its environment.
+    let allowed = AWS_ALLOW_HTTP
+        .value(setting)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let allow_http = allowed
+        || endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("http://"));
     ObjectStores::s3(S3Options {
         region: config.region().map(|r| r.as_ref().to_string()),
         endpoint,
@@ -175,18 +178,38 @@ pub fn object_stores(
     ))
 }
 
-/// Installs the process's memory budget ([`lakemirror_storage::budget`]) from the memory of
-/// the function: `MEMORY_SIZE` (MB; the template sets it from `MemorySize`), else the memory
-/// Lambda gives the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); neither set: not bounded
-/// by memory, only the largest object is.
-pub fn install_memory_budget(setting: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
-    if let Some(mb) = memory_mb(setting)? {
-        lakemirror_storage::budget::install(MemoryShare::for_memory_mb(mb));
-    }
-    Ok(())
+/// What a function's process takes from its environment before the function is built: the
+/// crash point a test arms ([`crash::CRASH_AT`]) and the memory its budget is sized by
+/// ([`memory_mb`]). Read apart from [`ProcessSettings::install`], which changes the process,
+/// so a test can read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessSettings {
+    pub crash_at: Option<String>,
+    pub memory_mb: Option<u64>,
 }
 
-/// The function's memory in MB: `MEMORY_SIZE`, else `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
+impl ProcessSettings {
+    /// The settings `setting` (the process's environment) gives.
+    pub fn from_settings(setting: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        Ok(Self {
+            crash_at: crash::CRASH_AT.value(setting),
+            memory_mb: memory_mb(setting)?,
+        })
+    }
+
+    /// Arms the crash point and installs the process's memory budget
+    /// ([`lakemirror_storage::budget`]); without a memory, reads are bounded only by the
+    /// largest object.
+    pub fn install(self) {
+        crash::arm(self.crash_at);
+        if let Some(mb) = self.memory_mb {
+            lakemirror_storage::budget::install(MemoryShare::for_memory_mb(mb));
+        }
+    }
+}
+
+/// The function's memory in MB: `MEMORY_SIZE` (the template sets it from `MemorySize`), else
+/// the memory Lambda gives the function (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); None: neither.
 pub fn memory_mb(setting: &dyn Fn(&str) -> Option<String>) -> Result<Option<u64>, String> {
     let Some(mb) = MEMORY_SIZE
         .value(setting)

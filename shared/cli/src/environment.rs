@@ -31,6 +31,35 @@ mod tests {
 
     use super::*;
 
+    /// Parameters whose template `Default` is not their variable's declared default, and why.
+    const TEMPLATE_DEFAULT_OF_ITS_OWN: &[(&str, &str)] = &[
+        (
+            "MemorySize",
+            "the function's memory; unset, the code takes the memory Lambda gives",
+        ),
+        (
+            "LakebaseMemorySize",
+            "the function's memory; unset, the code takes the memory Lambda gives",
+        ),
+        (
+            "LakebaseAllowedSchemas",
+            "unset, the code allows any schema; a deployment narrows it to public",
+        ),
+    ];
+
+    /// Parameters without a default whose docs row says what unset means in other words than
+    /// "empty", and why.
+    const DERIVED_DEFAULT: &[(&str, &str)] = &[
+        (
+            "RestCatalogOAuth2ServerUri",
+            "unset, it is derived from the catalog's URI",
+        ),
+        (
+            "RestCatalogSigningRegion",
+            "unset, it is the stack's region",
+        ),
+    ];
+
     /// Set by a parameter, yet no CLI flag reads it, and why.
     const NOT_IN_THE_CLI: &[(&str, &str)] = &[
         (
@@ -194,13 +223,15 @@ mod tests {
                     wrong.push(format!("no CLI flag reads {} (add {flag})", variable.name));
                 }
                 let (default, allowed) = template_parameter(&template, parameter);
-                if let Some(declared) = variable.default
-                    && !default.is_empty()
-                    && default != declared
-                {
+                // An empty template Default leaves the variable unset, which is its declared
+                // default; any other must be the declared default itself.
+                let own = TEMPLATE_DEFAULT_OF_ITS_OWN
+                    .iter()
+                    .any(|(p, _)| *p == parameter);
+                if !default.is_empty() && Some(default.as_str()) != variable.default && !own {
                     wrong.push(format!(
-                        "{parameter}: Default {default:?}, {} says {declared:?}",
-                        variable.name
+                        "{parameter}: Default {default:?}, {} says {:?}",
+                        variable.name, variable.default
                     ));
                 }
                 if !variable.values.is_empty() && allowed != variable.values {
@@ -222,11 +253,15 @@ mod tests {
                     ("", None) => None,
                     (default, _) => Some(default),
                 };
-                if let Some(shown) = shown
-                    && !cells[1].starts_with(&format!("`{shown}`"))
-                {
+                let derived = DERIVED_DEFAULT.iter().any(|(p, _)| *p == parameter);
+                let shows = match shown {
+                    Some(shown) => cells[1].starts_with(&format!("`{shown}`")),
+                    None => derived || cells[1].starts_with("empty") || cells[1] == "required",
+                };
+                if !shows {
+                    let shown = shown.map_or("empty".to_string(), |s| format!("`{s}`"));
                     wrong.push(format!(
-                        "docs/deployment.md: {parameter}'s default is `{shown}`: {row}"
+                        "docs/deployment.md: {parameter}'s default is {shown}: {row}"
                     ));
                 }
                 let last = cells.last().copied().unwrap_or_default();

@@ -114,9 +114,9 @@ pub const LAKEBASE_ALLOW_REPLACE: Variable = Variable {
 /// `LAKEBASE_ALLOWED_SCHEMAS`.
 pub const LAKEBASE_ALLOWED_SCHEMAS: Variable = Variable {
     name: "LAKEBASE_ALLOWED_SCHEMAS",
-    default: Some("public"),
+    default: None,
     values: &[],
-    help: "The schemas (comma-separated) a config's targets may lie in.",
+    help: "The schemas (comma-separated) a config's targets may lie in; unset: any (the template sets public).",
 };
 
 /// `POSTGRES_CA_PEM`.

@@ -1,7 +1,7 @@
 //! An Iceberg REST catalog as lakemirror's [`Catalog`]: a new mirror is registered (its first
 //! metadata file, written by lakemirror, keeps Delta's field IDs, which `createTable` would
 //! renumber); every later version is a commit of requirements and updates
-//! ([`crate::updates`]), and the server writes the metadata file. A failed requirement (409)
+//! ([`lakemirror_iceberg::changes`]), and the server writes the metadata file. A failed requirement (409)
 //! is a lost race, as a changed Glue `VersionId` is.
 
 use std::collections::HashMap;

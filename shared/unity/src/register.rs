@@ -43,9 +43,9 @@ const MAX_ATTEMPTS: u32 = 4;
 pub struct UnityRegisterRequest {
     /// The Delta table root (`s3://bucket/prefix` or a local path).
     pub table_uri: String,
-    /// `UC_CATALOG` / `--catalog`: the catalog unless the table names one.
+    /// `UC_CATALOG` / `--uc-catalog`: the catalog unless the table names one.
     pub catalog: Option<String>,
-    /// `UC_SCHEMA` / `--schema`: the schema unless the table names one.
+    /// `UC_SCHEMA` / `--uc-schema`: the schema unless the table names one.
     pub schema: Option<String>,
     /// `--table`: the table name; when given, the `lakemirror.unity.*` properties are not
     /// consulted. Default: the table property, else the folder name.
