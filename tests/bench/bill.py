@@ -152,7 +152,8 @@ def report(rows: list[dict], memory_mb: int, binary: str) -> str:
             if approach == "seed" and files != row["n"]:
                 # Its S3 requests and time are a sum over the files; its Glue requests are not.
                 factor = files / row["n"]
-                tiers = scaled(tiers, factor) | Counter({"glue": tiers["glue"]})
+                tiers = scaled(tiers, factor)
+                tiers["glue"] = row[approach][0]["glue"]
                 seconds = seconds * factor
                 where += f", S3 and time scaled ×{factor:,.1f} in files"
             bill = per_million(tiers, seconds, memory_mb)
