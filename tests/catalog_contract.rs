@@ -80,16 +80,7 @@ impl Glue {
             .unwrap_or_else(|| panic!("moto did not start: {line:?}"))
             .to_string();
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        // Static credentials and region: nothing is looked up, the instance metadata service
-        // least of all.
-        let aws = lakemirror_aws::config::loader()
-            .endpoint_url(&url)
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "testing", "testing", None, None, "contract",
-            ))
-            .load()
-            .await;
+        let aws = lakemirror_aws::config::offline(Some(url.as_str())).await;
         Self {
             _moto: moto,
             client: aws_sdk_glue::Client::new(&aws),

@@ -169,39 +169,21 @@ mod reads {
     //! What the wiring reads is what [`super::ENVIRONMENT`] declares: every name it asks for,
     //! unset and set, is declared, and every declared name is asked for.
 
-    use std::collections::BTreeSet;
-
-    use lakemirror_runtime::settings::{Recorder, disagreements};
-
-    async fn offline() -> aws_config::SdkConfig {
-        // Region and credentials given: loading looks nothing up.
-        lakemirror_aws::config::loader()
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            .load()
-            .await
-    }
-
-    /// The names `main` asks for when its environment holds `given`.
-    async fn asked(given: &[(&'static str, &str)]) -> BTreeSet<String> {
-        let recorder = Recorder::answering(given);
-        let setting = |name: &str| recorder.setting(name);
-        lakemirror_aws::config::ProcessSettings::from_settings(&setting).unwrap();
-        super::function(&offline().await, &setting).unwrap();
-        recorder.asked()
-    }
+    use lakemirror_aws::config::{ProcessSettings, offline};
+    use lakemirror_runtime::settings::{disagreements, names_read};
 
     #[tokio::test]
     async fn the_wiring_reads_the_declared_variables_and_no_other() {
-        let mut all = BTreeSet::new();
         let given: &[&[(&str, &str)]] = &[&[("UC_URL", "http://127.0.0.1:9")]];
-        for given in given {
-            all.extend(asked(given).await);
-        }
+        // What `main` reads: the process's settings, then the function.
+        let read = names_read(given, async |setting| {
+            ProcessSettings::from_settings(setting).unwrap();
+            let aws = offline(None).await;
+            super::function(&aws, setting).unwrap();
+        })
+        .await;
         assert_eq!(
-            disagreements(super::ENVIRONMENT, &all),
+            disagreements(super::ENVIRONMENT, &read),
             Vec::<String>::new()
         );
     }

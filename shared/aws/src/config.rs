@@ -104,6 +104,24 @@ pub fn loader() -> aws_config::ConfigLoader {
     aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https)
 }
 
+/// A configuration that looks nothing up, for tests: a fixed region and static credentials
+/// (the instance metadata service is never asked), and `endpoint`, a local stand-in's, when
+/// given.
+#[cfg(any(test, feature = "test-config"))]
+pub async fn offline(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let loader = loader()
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ));
+    match endpoint {
+        Some(url) => loader.endpoint_url(url),
+        None => loader,
+    }
+    .load()
+    .await
+}
+
 /// The catalog mirrors go to: the Iceberg REST catalog the `REST_CATALOG_*` settings name
 /// (signed with `config`'s credentials when they ask for SigV4), else Glue. A token or client
 /// credentials kept in Secrets Manager (`REST_CATALOG_TOKEN_SECRET_ARN`,
@@ -281,14 +299,7 @@ mod tests {
     /// would build, then fail every call with "no HTTP client".
     #[tokio::test]
     async fn the_configuration_carries_an_https_client() {
-        // Region and credentials given: loading looks nothing up, instance metadata least of all.
-        let config = loader()
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            .load()
-            .await;
+        let config = offline(None).await;
         assert!(config.http_client().is_some());
     }
 }

@@ -147,6 +147,21 @@ impl Recorder {
     }
 }
 
+/// Every name `wiring` asks its lookup for, run once with each of `given` (the values the
+/// lookup answers; every other name is unset): what a function's wiring reads.
+pub async fn names_read(
+    given: &[&[(&'static str, &str)]],
+    wiring: impl AsyncFn(&dyn Fn(&str) -> Option<String>),
+) -> BTreeSet<String> {
+    let mut read = BTreeSet::new();
+    for values in given {
+        let recorder = Recorder::answering(values);
+        wiring(&|name: &str| recorder.setting(name)).await;
+        read.extend(recorder.asked());
+    }
+    read
+}
+
 /// What is wrong with `environment` against the names its wiring `asked` for: names asked
 /// but not declared, names declared (and not read by the runtime) but never asked, names
 /// declared twice. Empty when they agree.
