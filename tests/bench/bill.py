@@ -32,7 +32,6 @@ region add their latency.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -44,7 +43,7 @@ import boto3
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from cost_curve import DATABASE, Table, seed_approach, sync  # noqa: E402
-from rig import judge, local_aws  # noqa: E402
+from rig import judge  # noqa: E402
 
 # List prices, us-east-1, USD (AWS's published price pages; they have not changed in years, but
 # check them before quoting a bill).
@@ -179,11 +178,7 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         recorded = Path(scratch) / "recording.jsonl"
         env = {**os.environ, "MOTO_ENABLE_RECORDING": "True", "MOTO_RECORDER_FILEPATH": str(recorded)}
-        moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL, env=env)
-        if not line.startswith("ready "):
-            sys.exit(f"moto did not start: {line!r}")
-        endpoint = line.split()[1]
-        os.environ.update(local_aws.aws_env(endpoint))
+        moto, endpoint = common.local_moto(env=env)
         os.environ["MEMORY_SIZE"] = str(args.memory_size)
         try:
             recording = Recording(endpoint, recorded)

@@ -1,4 +1,5 @@
-"""What the benchmarks share: the lakemirror binary they time, and the caption facts."""
+"""What the benchmarks share: the lakemirror binary they time, the local moto they run against,
+and the caption facts."""
 
 import datetime
 import os
@@ -8,6 +9,19 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from rig import local_aws  # noqa: E402
+
+
+def local_moto(stderr=subprocess.DEVNULL, **popen) -> tuple[subprocess.Popen, str]:
+    """Starts the rig's strict moto and points this process's AWS clients (and the lakemirror
+    runs it starts) at it: the process and its endpoint. Exits when moto does not start."""
+    moto, line = local_aws.start_moto(stderr=stderr, **popen)
+    if not line.startswith("ready "):
+        sys.exit(f"moto did not start: {line!r}")
+    endpoint = line.split()[1]
+    os.environ.update(local_aws.aws_env(endpoint))
+    return moto, endpoint
 
 
 def add_binary_argument(parser):

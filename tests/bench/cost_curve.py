@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from rig import judge, local_aws  # noqa: E402
+from rig import judge  # noqa: E402
 
 import common  # noqa: E402  (tests/bench, the script's own folder)
 
@@ -377,10 +377,7 @@ def main():
     if min(sizes) < 11:
         sys.exit("--sizes: each N must be at least 11 (ten commits of one file precede the checkpoint)")
 
-    moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
-    if not line.startswith("ready "):
-        sys.exit(f"moto did not start: {line!r}")
-    os.environ.update(local_aws.aws_env(line.split()[1]))
+    moto, _ = common.local_moto()
     try:
         s3 = boto3.client("s3")
         boto3.client("glue").create_database(DatabaseInput={"Name": DATABASE})

@@ -39,7 +39,6 @@ import boto3
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from rig import local_aws  # noqa: E402
 
 import common  # noqa: E402  (tests/bench, the script's own folder)
 
@@ -179,10 +178,7 @@ def main():
     lengths = [int(v) for v in args.versions.split(",")]
     cadence_ms = int(args.cadence_s * 1000)
 
-    moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
-    if not line.startswith("ready "):
-        sys.exit(f"moto did not start: {line!r}")
-    os.environ.update(local_aws.aws_env(line.split()[1]))
+    moto, _ = common.local_moto()
     builds = [("this build", args.binary)] + ([("before", args.before)] if args.before else [])
     results: dict[tuple, dict] = {}
     try:

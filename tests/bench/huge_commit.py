@@ -16,7 +16,6 @@ and the peak RSS of the process beside the memory it was given.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,6 @@ import boto3
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from rig import local_aws  # noqa: E402
 
 import common  # noqa: E402
 from scale import measured  # noqa: E402
@@ -68,10 +66,7 @@ def main():
     memories = [int(m) for m in args.memory.split(",")]
     binaries = [("this build", args.binary)] + ([("before", args.before)] if args.before else [])
 
-    moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
-    if not line.startswith("ready "):
-        sys.exit(f"moto did not start: {line!r}")
-    os.environ.update(local_aws.aws_env(line.split()[1]))
+    moto, _ = common.local_moto()
     rows = []
     try:
         boto3.client("glue").create_database(DatabaseInput={"Name": DATABASE})

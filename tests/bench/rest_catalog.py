@@ -14,9 +14,7 @@ stays in the server's snapshot log; docs/rest-catalog.md).
 """
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +25,7 @@ import boto3
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "bench"))
-from rig import local_aws, rest_catalog  # noqa: E402
+from rig import rest_catalog  # noqa: E402
 
 import common  # noqa: E402
 import history  # noqa: E402
@@ -72,10 +70,7 @@ def main():
     lengths = [int(v) for v in args.versions.split(",")]
     cadence_ms = int(args.cadence_s * 1000)
 
-    moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
-    if not line.startswith("ready "):
-        sys.exit(f"moto did not start: {line!r}")
-    os.environ.update(local_aws.aws_env(line.split()[1]))
+    moto, _ = common.local_moto()
     results = {}
     with tempfile.TemporaryDirectory(prefix="rest-bench-") as work:
         server = rest_catalog.start(Path(work) / "rustberg")

@@ -44,7 +44,6 @@ import boto3
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from rig import local_aws  # noqa: E402
 
 import common  # noqa: E402  (tests/bench, the script's own folder)
 from rig.synthetic_log import VERSION, commit_one_file, generate  # noqa: E402
@@ -129,10 +128,7 @@ def main():
     if unknown := set(layouts) - {"classic", "multi-part", "v2"}:
         sys.exit(f"--layouts: unknown {sorted(unknown)}; use classic, multi-part, v2")
 
-    moto, line = local_aws.start_moto(stderr=subprocess.DEVNULL)
-    if not line.startswith("ready "):
-        sys.exit(f"moto did not start: {line!r}")
-    os.environ.update(local_aws.aws_env(line.split()[1]))
+    moto, _ = common.local_moto()
     rows, fanned = [], []
     try:
         boto3.client("glue").create_database(DatabaseInput={"Name": DATABASE})
