@@ -610,6 +610,28 @@ mod tests {
         sync_table(lake, request, Arc::default()).await
     }
 
+    /// `s3://lake/stream`, a table of one file at version 0, mirrored: the table and the
+    /// request that synced it.
+    async fn a_mirrored_table_of_one_file(
+        lake: &Lakehouse,
+    ) -> (lakemirror_storage::TableStorage, SyncRequest) {
+        let uri = "s3://lake/stream";
+        let table = lake.stores.open(uri, Arc::default()).unwrap();
+        write_commit(
+            &table,
+            0,
+            &[
+                protocol(),
+                metadata("s", &[("id", "long")], &[]),
+                add("f0.parquet", 1, &[]),
+            ],
+        )
+        .await;
+        let request = request(uri);
+        sync(lake, &request).await.unwrap();
+        (table, request)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_sync_creates_extends_and_then_leaves_the_mirror_alone() {
         let (lake, catalog) = lake();
@@ -1041,20 +1063,7 @@ mod tests {
     #[tokio::test]
     async fn a_one_commit_sync_makes_the_requests_of_the_floor_and_names_each() {
         let (lake, _) = lake();
-        let uri = "s3://lake/stream";
-        let table = lake.stores.open(uri, Arc::default()).unwrap();
-        write_commit(
-            &table,
-            0,
-            &[
-                protocol(),
-                metadata("s", &[("id", "long")], &[]),
-                add("f0.parquet", 1, &[]),
-            ],
-        )
-        .await;
-        let mut request = request(uri);
-        sync(&lake, &request).await.unwrap();
+        let (table, mut request) = a_mirrored_table_of_one_file(&lake).await;
         write_commit(&table, 1, &[add("f1.parquet", 1, &[])]).await;
         // As the function syncs it: the event names the version.
         request.known_version = Some(1);
@@ -1080,20 +1089,8 @@ mod tests {
     #[tokio::test]
     async fn an_append_adds_a_layer_to_its_bucket_and_a_bucket_of_many_layers_is_rewritten() {
         let (lake, catalog) = lake();
-        let uri = "s3://lake/stream";
-        let table = lake.stores.open(uri, Arc::default()).unwrap();
-        write_commit(
-            &table,
-            0,
-            &[
-                protocol(),
-                metadata("s", &[("id", "long")], &[]),
-                add("f0.parquet", 1, &[]),
-            ],
-        )
-        .await;
-        let request = request(uri);
-        sync(&lake, &request).await.unwrap();
+        let (table, request) = a_mirrored_table_of_one_file(&lake).await;
+        let uri = request.table_uri.as_str();
         let metadata_store = lake
             .stores
             .open(&format!("{uri}/_lakemirror/iceberg"), Arc::default())
