@@ -16,6 +16,8 @@ use lakemirror_runtime::crash;
 
 use crate::error::{Error, Result};
 
+use super::entries::EntryEncoder;
+
 use super::*;
 
 /// What writing one bucket's manifest of a snapshot needs.
@@ -93,31 +95,67 @@ impl BucketWriter<'_> {
             uuid::Uuid::new_v4(),
             content.marker()
         ));
-        let output = self.writer.staging.new_output(&location)?;
-        let builder = ManifestWriterBuilder::new(
-            output,
-            Some(self.snapshot_id),
-            self.schema.clone(),
-            self.spec.clone(),
-        );
-        let mut manifest = match (content, self.v3) {
-            (Content::Data, false) => builder.build_v2_data(),
-            (Content::Deletes, false) => builder.build_v2_deletes(),
-            (Content::Data, true) => builder.build_v3_data(),
-            (Content::Deletes, true) => builder.build_v3_deletes(),
+        let builder = || -> Result<_> {
+            let output = self.writer.staging.new_output(&location)?;
+            let builder = ManifestWriterBuilder::new(
+                output,
+                Some(self.snapshot_id),
+                self.schema.clone(),
+                self.spec.clone(),
+            );
+            Ok(match (content, self.v3) {
+                (Content::Data, false) => builder.build_v2_data(),
+                (Content::Deletes, false) => builder.build_v2_deletes(),
+                (Content::Data, true) => builder.build_v3_data(),
+                (Content::Deletes, true) => builder.build_v3_deletes(),
+            })
         };
+        let (written, next_live) = match EntryEncoder::for_partition(content, &self.partition_type)
+        {
+            Some(mut encoder) => {
+                let next_live = self.entries(kept, deleted, adds, &mut Encoded(&mut encoder))?;
+                // iceberg writes the header and the descriptor; the entries are ours.
+                let descriptor = builder()?.write_manifest_file().await?;
+                let empty = self.writer.take_from_staging(&location).await?;
+                let (bytes, written) = encoder.finish(empty, descriptor)?;
+                self.writer.publish(&location, bytes).await?;
+                (written, next_live)
+            }
+            None => {
+                let mut manifest = builder()?;
+                let next_live = self.entries(kept, deleted, adds, &mut Iceberg(&mut manifest))?;
+                let written = manifest.write_manifest_file().await?;
+                self.writer.publish_from_staging(&location).await?;
+                (written, next_live)
+            }
+        };
+        crash::point("mirror-after-manifest");
+        self.progress.one_more();
+        Ok((key, Some(written), next_live))
+    }
+
+    /// Hands the bucket's entries to `manifest` (kept, deleted, then added files) and
+    /// answers its live files after this snapshot.
+    fn entries(
+        &self,
+        kept: Vec<LiveFile>,
+        deleted: Vec<LiveFile>,
+        adds: Vec<DataFile>,
+        manifest: &mut dyn Entries,
+    ) -> Result<Vec<LiveFile>> {
         let spec_id = self.spec.spec_id();
         for live in &kept {
-            manifest.add_existing_file(
-                carried_over(live, spec_id, &self.partition_type)?,
+            manifest.existing(
+                &carried_over(live, spec_id, &self.partition_type)?,
                 live.snapshot_id,
                 live.sequence_number,
                 Some(live.file_sequence_number),
             )?;
         }
         for gone in &deleted {
-            manifest.add_delete_file(
-                carried_over(gone, spec_id, &self.partition_type)?,
+            manifest.deleted(
+                &carried_over(gone, spec_id, &self.partition_type)?,
+                self.snapshot_id,
                 gone.sequence_number,
                 Some(gone.file_sequence_number),
             )?;
@@ -130,16 +168,11 @@ impl BucketWriter<'_> {
                 // number: Java 1.10 reads `_last_updated_sequence_number` from the latter
                 // (fixed by apache/iceberg#17039). Iceberg writes such an entry as EXISTING.
                 Some(&earlier) if earlier < self.sequence_number => {
-                    manifest.add_existing_file(
-                        file.clone(),
-                        self.snapshot_id,
-                        earlier,
-                        Some(earlier),
-                    )?;
+                    manifest.existing(&file, self.snapshot_id, earlier, Some(earlier))?;
                     earlier
                 }
                 _ => {
-                    manifest.add_file(file.clone(), self.sequence_number)?;
+                    manifest.added(&file, self.snapshot_id, self.sequence_number)?;
                     self.sequence_number
                 }
             };
@@ -151,11 +184,87 @@ impl BucketWriter<'_> {
                 first_row_id,
             });
         }
-        let written = manifest.write_manifest_file().await?;
-        self.writer.publish_from_staging(&location).await?;
-        crash::point("mirror-after-manifest");
-        self.progress.one_more();
-        Ok((key, Some(written), next_live))
+        Ok(next_live)
+    }
+}
+
+/// Where a bucket's manifest entries go: iceberg's writer, or [`EntryEncoder`].
+trait Entries {
+    fn existing(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()>;
+    /// A file deleted by the snapshot `snapshot_id` (the manifest's own).
+    fn deleted(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()>;
+    fn added(&mut self, file: &DataFile, snapshot_id: i64, sequence: i64) -> Result<()>;
+}
+
+struct Iceberg<'a>(&'a mut iceberg::spec::ManifestWriter);
+
+impl Entries for Iceberg<'_> {
+    fn existing(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()> {
+        Ok(self
+            .0
+            .add_existing_file(file.clone(), snapshot_id, sequence, file_sequence)?)
+    }
+
+    fn deleted(
+        &mut self,
+        file: &DataFile,
+        _snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()> {
+        Ok(self
+            .0
+            .add_delete_file(file.clone(), sequence, file_sequence)?)
+    }
+
+    fn added(&mut self, file: &DataFile, _snapshot_id: i64, sequence: i64) -> Result<()> {
+        Ok(self.0.add_file(file.clone(), sequence)?)
+    }
+}
+
+struct Encoded<'a>(&'a mut EntryEncoder);
+
+impl Entries for Encoded<'_> {
+    fn existing(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()> {
+        self.0.existing(file, snapshot_id, sequence, file_sequence)
+    }
+
+    fn deleted(
+        &mut self,
+        file: &DataFile,
+        snapshot_id: i64,
+        sequence: i64,
+        file_sequence: Option<i64>,
+    ) -> Result<()> {
+        self.0.deleted(file, snapshot_id, sequence, file_sequence)
+    }
+
+    fn added(&mut self, file: &DataFile, snapshot_id: i64, sequence: i64) -> Result<()> {
+        self.0.added(file, snapshot_id, sequence)
     }
 }
 

@@ -11,6 +11,7 @@
 //! snapshot changed; `lineage` assigns v3 row IDs.
 
 mod deletes;
+mod entries;
 mod footers;
 mod lineage;
 mod manifests;
@@ -447,11 +448,22 @@ impl MetadataWriter {
     }
 
     async fn publish_from_staging(&self, location: &str) -> Result<()> {
+        let bytes = self.take_from_staging(location).await?;
+        self.publish(location, bytes).await
+    }
+
+    /// What an iceberg writer wrote to `location` in the in-memory staging, removed from it.
+    async fn take_from_staging(&self, location: &str) -> Result<bytes::Bytes> {
         let bytes = self.staging.new_input(location)?.read().await?;
+        self.staging.delete(location).await?;
+        Ok(bytes)
+    }
+
+    /// Writes an Avro file of the mirror's metadata to `location`.
+    async fn publish(&self, location: &str, bytes: bytes::Bytes) -> Result<()> {
         let bytes = avro_header::with_unique_type_names(bytes)
             .map_err(|e| Error::Bug(format!("{location}: {e}")))?;
         self.metadata_store.put(location, bytes).await?;
-        self.staging.delete(location).await?;
         Ok(())
     }
 }
