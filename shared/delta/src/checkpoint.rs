@@ -185,7 +185,7 @@ const SNAPSHOT_COLUMNS: [&str; 5] = ["add", "metaData", "protocol", "sidecar", "
 /// decoded, reading only [`SNAPSHOT_COLUMNS`].
 pub fn for_each_checkpoint_action(
     bytes: Bytes,
-    mut each: impl FnMut(ActionLine),
+    each: impl FnMut(ActionLine),
 ) -> Result<(), String> {
     // A Parquet file starts and ends with PAR1. Checked before the footer is decoded: the
     // parquet crate's footer decoder allocates whatever a corrupt footer declares (found by
@@ -195,71 +195,7 @@ pub fn for_each_checkpoint_action(
         return Err("not a Parquet file (PAR1 missing at the start or end)".into());
     }
     crate::footer::check(&bytes).map_err(|e| format!("corrupt Parquet footer: {e}"))?;
-    let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
-    let schema = reader.metadata().file_metadata().schema();
-    let projection = parquet::schema::types::Type::group_type_builder(schema.name())
-        .with_fields(
-            schema
-                .get_fields()
-                .iter()
-                .filter(|f| SNAPSHOT_COLUMNS.contains(&f.name()))
-                .cloned()
-                .collect(),
-        )
-        .build()
-        .map_err(|e| e.to_string())?;
-    let rows = reader
-        .get_row_iter(Some(projection))
-        .map_err(|e| e.to_string())?;
-    for row in rows {
-        let row = row.map_err(|e| e.to_string())?;
-        let mut line: ActionLine =
-            serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
-        // Written with `delta.checkpoint.writeStatsAsJson=false`, a checkpoint keeps the
-        // stats only as a struct: read it rather than every data file's footer.
-        if let Some(add) = line.add.as_mut()
-            && add.stats.is_none()
-        {
-            add.stats = stats_from_parsed(&row);
-        }
-        each(line);
-    }
-    Ok(())
-}
-
-/// `add.stats_parsed` of a checkpoint row as the JSON `add.stats` would hold: dates as
-/// `YYYY-MM-DD`. Values whose JSON form differs otherwise (timestamps, decimals, binary)
-/// are left out, so that they prove no bounds rather than wrong ones.
-fn stats_from_parsed(row: &Row) -> Option<String> {
-    let group = |row: &Row, name: &str| -> Option<Row> {
-        row.get_column_iter().find_map(|(n, f)| match f {
-            Field::Group(inner) if n == name => Some(inner.clone()),
-            _ => None,
-        })
-    };
-    let parsed = group(&group(row, "add")?, "stats_parsed")?;
-    Some(stats_object(&parsed).to_string())
-}
-
-fn stats_object(row: &Row) -> Value {
-    Value::Object(
-        row.get_column_iter()
-            .filter_map(|(name, field)| {
-                let value = match field {
-                    Field::Group(inner) => stats_object(inner),
-                    Field::Date(days) => Value::String(
-                        chrono::NaiveDate::default()
-                            .checked_add_signed(chrono::Duration::days(i64::from(*days)))?
-                            .format("%Y-%m-%d")
-                            .to_string(),
-                    ),
-                    Field::TimestampMillis(_) | Field::TimestampMicros(_) => return None,
-                    other => field_to_json(other),
-                };
-                (!value.is_null()).then(|| (name.clone(), value))
-            })
-            .collect(),
-    )
+    crate::checkpoint_columns::for_each_row(bytes, &SNAPSHOT_COLUMNS, each)
 }
 
 /// A checkpoint row as the JSON object the same action has in a commit file.

@@ -9,6 +9,7 @@ pub mod actions;
 pub mod bounded;
 pub mod catalog_managed;
 pub mod checkpoint;
+mod checkpoint_columns;
 pub mod defaults;
 pub mod deletion_vector;
 mod error;
