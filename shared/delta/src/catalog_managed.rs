@@ -80,6 +80,10 @@ pub struct Ratified {
     /// file in `_delta_log/` names one.
     pub latest_version: i64,
     pub commits: BTreeMap<i64, RatifiedCommit>,
+    /// The catalog's name of the table (`catalog.schema.table`), when it answered by name:
+    /// recorded in the mirror, it lets the next process ask by name at once
+    /// ([`CommitCatalog::known_as`]).
+    pub name: Option<String>,
 }
 
 impl Ratified {
@@ -109,7 +113,13 @@ impl Ratified {
             table_id,
             latest_version,
             commits: listed,
+            name: None,
         })
+    }
+
+    /// The same answer, given by the table of this name.
+    pub fn named(self, name: Option<String>) -> Self {
+        Self { name, ..self }
     }
 }
 
@@ -140,6 +150,11 @@ pub trait CommitCatalog: Send + Sync + std::fmt::Debug {
     /// The commits the catalog ratified for its table `table_id`, whose storage location
     /// must be `table_root`: an answer about a table stored elsewhere is refused.
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError>;
+
+    /// The name the catalog gave `table_id` when last asked ([`Ratified::name`], as the
+    /// mirror recorded it): a hint to ask by, which a catalog checks as it checks any answer
+    /// (the table's id and location), never a fact. Ignored by default.
+    fn known_as(&self, _table_id: &str, _name: &str) {}
 }
 
 impl Ratified {
@@ -173,6 +188,14 @@ impl CatalogManaged {
         match self {
             CatalogManaged::Ratified(r) => Some(&r.table_id),
             CatalogManaged::PublishedOnly { table_id } => table_id.as_deref(),
+        }
+    }
+
+    /// The catalog's name of the table, when it answered by name.
+    pub fn catalog_name(&self) -> Option<&str> {
+        match self {
+            CatalogManaged::Ratified(r) => r.name.as_deref(),
+            CatalogManaged::PublishedOnly { .. } => None,
         }
     }
 

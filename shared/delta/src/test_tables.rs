@@ -173,6 +173,8 @@ struct CatalogState {
     >,
     down: bool,
     asked: u64,
+    /// The names it was told ([`crate::catalog_managed::CommitCatalog::known_as`]).
+    known_as: Vec<(String, String)>,
 }
 
 impl InMemoryCommitCatalog {
@@ -213,6 +215,16 @@ impl InMemoryCommitCatalog {
     pub fn asked(&self) -> u64 {
         self.state.lock().unwrap().asked
     }
+
+    /// The name it gives table `table_id` in its answers.
+    pub fn name_of(table_id: &str) -> String {
+        format!("memory.tables.{table_id}")
+    }
+
+    /// The (table id, name) hints it was given, in order.
+    pub fn known_as(&self) -> Vec<(String, String)> {
+        self.state.lock().unwrap().known_as.clone()
+    }
 }
 
 #[async_trait::async_trait]
@@ -243,6 +255,12 @@ impl crate::catalog_managed::CommitCatalog for InMemoryCommitCatalog {
             )));
         }
         Ratified::new(self.describe(), table_id.into(), *latest, commits.clone())
+            .map(|r| r.named(Some(Self::name_of(table_id))))
             .map_err(CatalogError::Refused)
+    }
+
+    fn known_as(&self, table_id: &str, name: &str) {
+        let mut state = self.state.lock().unwrap();
+        state.known_as.push((table_id.into(), name.into()));
     }
 }

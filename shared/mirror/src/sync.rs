@@ -256,10 +256,11 @@ async fn log_for_planning(
         }
         first = Some(new_table);
     }
-    let id = read
-        .current
-        .as_ref()
-        .and_then(CommittedTable::catalog_table_id);
+    let current = read.current.as_ref();
+    let id = current.and_then(CommittedTable::catalog_table_id);
+    if let (Some(id), Some(name)) = (id, current.and_then(CommittedTable::catalog_table_name)) {
+        log.catalog_knows_as(id, name);
+    }
     match id {
         Some(id) if log.tail().is_none() => Ok((log.ask_catalog(Some(id)).await?, first)),
         _ => Ok((log, first)),
@@ -365,6 +366,9 @@ async fn commit_planned(
     let mut plans = planned.plans;
     if let Some(newest) = plans.last_mut() {
         newest.catalog_table_id = Some(log.tail().and_then(|c| c.table_id().map(str::to_string)));
+        newest.catalog_table_name = log
+            .tail()
+            .and_then(|c| c.catalog_name().map(str::to_string));
     }
     if plans.is_empty() && planned.grouped.is_none() {
         return Ok(Commit::Landed);
@@ -1164,7 +1168,7 @@ mod catalog_managed_tests {
         InMemoryCommitCatalog, add, catalog_managed_commit, commit_info, write_commit, write_staged,
     };
     use lakemirror_iceberg::catalog::InMemoryCatalog;
-    use lakemirror_plan::properties::CATALOG_TABLE_ID_PROPERTY;
+    use lakemirror_plan::properties::{CATALOG_TABLE_ID_PROPERTY, CATALOG_TABLE_NAME_PROPERTY};
     use lakemirror_storage::ObjectStores;
 
     const ROOT: &str = "s3://lake/managed";
@@ -1289,6 +1293,38 @@ mod catalog_managed_tests {
                 .map(String::as_str),
             Some("uc-2")
         );
+    }
+
+    /// The name the catalog answered by is recorded beside the id, and a new process (a new
+    /// commit catalog) is told it before it asks: a fresh function asks by name at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_catalogs_name_of_the_table_is_recorded_and_told_to_the_next_process() {
+        let rig = rig().await;
+        let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        rig.commits.ratify("uc-1", first);
+        rig.sync(1).await.unwrap();
+        let properties = rig.catalog.parameters("lake", "managed").unwrap();
+        let (bytes, _) = rig
+            .table
+            .get(&properties["metadata_location"])
+            .await
+            .unwrap();
+        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
+        let name = InMemoryCommitCatalog::name_of("uc-1");
+        assert_eq!(
+            metadata.properties().get(CATALOG_TABLE_NAME_PROPERTY),
+            Some(&name)
+        );
+        assert_eq!(
+            rig.commits.known_as(),
+            [],
+            "a new mirror has nothing to tell"
+        );
+
+        let second = rig.stage(2, "00000000-0000-4000-8000-000000000002").await;
+        rig.commits.ratify("uc-1", second);
+        rig.sync(2).await.unwrap();
+        assert_eq!(rig.commits.known_as(), [("uc-1".to_string(), name)]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,10 +7,10 @@ use iceberg::spec::TableMetadata;
 use crate::error::{Error, Result};
 use crate::partition::{PARTITION_TIMEZONE_PROPERTY, PartitionZone};
 use crate::properties::{
-    CATALOG_TABLE_ID_PROPERTY, COLUMN_MAPPED_PROPERTY, DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY,
-    DELTA_VERSION, OMITTED_COLUMNS_PROPERTY, OmittedDeclaration, PHYSICAL_NAMES_PROPERTY,
-    ROW_LINEAGE_PROPERTY, SPARK_VECTORIZATION_PROPERTY, WIDENED_TO_LONG_PROPERTY,
-    omitted_declarations,
+    CATALOG_TABLE_ID_PROPERTY, CATALOG_TABLE_NAME_PROPERTY, COLUMN_MAPPED_PROPERTY,
+    DELTA_COMMIT_HASH, DELTA_TABLE_ID_PROPERTY, DELTA_VERSION, OMITTED_COLUMNS_PROPERTY,
+    OmittedDeclaration, PHYSICAL_NAMES_PROPERTY, ROW_LINEAGE_PROPERTY,
+    SPARK_VECTORIZATION_PROPERTY, WIDENED_TO_LONG_PROPERTY, omitted_declarations,
 };
 use crate::snapshot::IcebergView;
 
@@ -124,6 +124,14 @@ impl CommittedTable {
         self.metadata
             .properties()
             .get(CATALOG_TABLE_ID_PROPERTY)
+            .map(String::as_str)
+    }
+
+    /// The catalog's name of the Delta table mirrored, as its catalog last gave it.
+    pub fn catalog_table_name(&self) -> Option<&str> {
+        self.metadata
+            .properties()
+            .get(CATALOG_TABLE_NAME_PROPERTY)
             .map(String::as_str)
     }
 

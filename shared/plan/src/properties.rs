@@ -20,6 +20,10 @@ pub const DELTA_REMOVED_AT: &str = "lakemirror.delta.removed-at";
 /// Table property: the catalog's id of a catalog-managed Delta table, whose commits past its
 /// published log are read as its catalog ratified them (`lakemirror_delta::catalog_managed`).
 pub const CATALOG_TABLE_ID_PROPERTY: &str = "lakemirror.delta.catalog-table-id";
+/// Table property: the catalog's name of that table (`catalog.schema.table`), when its catalog
+/// answered by name: the next process asks by it at once instead of looking the id up. A hint
+/// only: the catalog's answer is checked against the id and the location either way.
+pub const CATALOG_TABLE_NAME_PROPERTY: &str = "lakemirror.delta.catalog-table-name";
 /// Table property, set when the mirror carries Delta's row tracking as its row lineage.
 pub const ROW_LINEAGE_PROPERTY: &str = "lakemirror.delta.row-lineage";
 /// Table property, set when the schema's IDs are Delta's column-mapping IDs.

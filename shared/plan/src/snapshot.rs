@@ -92,6 +92,9 @@ pub struct SnapshotPlan {
     /// Whether the Delta table is catalog-managed, with its catalog's id, when the sync knows
     /// (set by the sync from how it read the log; planning leaves it None).
     pub catalog_table_id: Option<Option<String>>,
+    /// The catalog's name of that table, when its catalog answered by name (set with
+    /// `catalog_table_id`).
+    pub catalog_table_name: Option<String>,
     /// The oldest `deletionTimestamp` of the files this version removed (else its commit
     /// time): VACUUM may delete them one retention period later.
     pub removed_at_ms: Option<i64>,
@@ -252,6 +255,7 @@ fn plan_full_of(
         commit_hash: snapshot.commit_hash,
         delta_table_id: metadata.id.clone(),
         catalog_table_id: None,
+        catalog_table_name: None,
         // Over an existing mirror, the files this replaces left the Delta table at times
         // the checkpoint does not tell: date their removal as early as can be, so that the
         // snapshots before expire at once.
@@ -463,6 +467,7 @@ pub fn plan_commits(
             commit_hash: Some(commit.content_hash),
             delta_table_id: commit.metadata.as_ref().and_then(|m| m.id.clone()),
             catalog_table_id: None,
+            catalog_table_name: None,
             removed_at_ms: (!commit.removes.is_empty()).then(|| {
                 commit
                     .removes

@@ -6,8 +6,11 @@
 //! `olai-uc-server` 0.0.11 of the tests) is asked through the UC Delta API's `loadTable`
 //! (`GET /delta/v1/catalogs/{c}/schemas/{s}/tables/{t}`: `commits` and
 //! `latest-table-version`), which takes the table's name: it is found once per process by
-//! listing catalogs, schemas and tables for the id. Either way the answer counts only when the
-//! catalog keeps the table at this Delta table's root.
+//! listing catalogs, schemas and tables for the id, unless the mirror recorded the name the
+//! catalog answered by last time (`lakemirror.delta.catalog-table-name`): then a fresh process
+//! asks by that name at once, one request, and walks only when the name no longer holds the
+//! table. Either way the answer counts only when the catalog keeps the table of this id at this
+//! Delta table's root.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -57,8 +60,11 @@ pub async fn commit_catalog(
 #[derive(Debug)]
 pub struct UnityCommits {
     client: UnityCatalog,
-    /// Table id -> full name, for servers asked through `loadTable`.
+    /// Table id -> full name, for servers asked through `loadTable`: found by this process.
     names: Mutex<HashMap<String, String>>,
+    /// Table id -> full name as a mirror recorded it ([`CommitCatalog::known_as`]): asked by
+    /// once, before the walk, and trusted only as far as the answer checks out.
+    hints: Mutex<HashMap<String, String>>,
     /// Table ids the catalog was found not to hold, and the refusal, since when: a made-up
     /// id in one table's configuration costs one walk of the catalog per
     /// [`NOT_FOUND_FOR`], not one per sync.
@@ -79,6 +85,7 @@ impl UnityCommits {
         Self {
             client,
             names: Mutex::default(),
+            hints: Mutex::default(),
             not_found: Mutex::default(),
             walking: tokio::sync::Mutex::default(),
             no_preview_route: Mutex::default(),
@@ -98,59 +105,35 @@ impl UnityCommits {
         }
     }
 
-    /// The server's answer through `loadTable`, for a server without the preview route.
+    /// The server's answer through `loadTable`, for a server without the preview route, and
+    /// the table's name it was asked by. A name the mirror recorded is asked first; one that
+    /// names no table, or another one, is dropped for the walk by id.
     async fn through_load_table(
         &self,
         table_id: &str,
         table_root: &str,
-    ) -> Result<CommitsAnswer, CatalogError> {
-        let known = || {
-            self.names
-                .lock()
-                .ok()
-                .and_then(|n| n.get(table_id).cloned())
-        };
-        let mut walking = None;
-        if known().is_none() {
-            walking = Some(self.walking.lock().await);
-        }
-        let full_name = match known() {
-            Some(name) => name,
-            None => {
-                if let Some(refusal) = self.remembered_refusal(table_id) {
-                    return Err(CatalogError::Refused(refusal));
-                }
-                let Some(table) = self.find_table(table_id).await? else {
-                    let refusal = format!(
-                        "{} has no table of id {table_id} (the id the Delta table's configuration names, io.unitycatalog.tableId): the table is managed by another catalog, or was dropped there. Point UC_URL at the catalog that manages it",
-                        self.describe()
-                    );
-                    // Only this answer is remembered: not a failure on the way.
-                    if let Ok(mut not_found) = self.not_found.lock() {
-                        not_found.retain(|_, (since, _)| since.elapsed() < NOT_FOUND_FOR);
-                        not_found.insert(table_id.to_string(), (Instant::now(), refusal.clone()));
+    ) -> Result<(CommitsAnswer, String), CatalogError> {
+        if let Some(hint) = self.take_hint(table_id) {
+            match self.load_checked(&hint, table_id, table_root).await {
+                Ok(Some(answer)) => {
+                    if let Ok(mut names) = self.names.lock() {
+                        names.insert(table_id.to_string(), hint.clone());
                     }
-                    return Err(CatalogError::Refused(refusal));
-                };
-                self.check_location(
-                    table_id,
-                    table_root,
-                    table.storage_location.as_deref(),
-                    &table.full_name(),
-                )?;
-                let name = table.full_name();
-                if let Ok(mut names) = self.names.lock() {
-                    names.insert(table_id.to_string(), name.clone());
+                    return Ok((answer, hint));
                 }
-                name
+                Err(CatalogError::Unavailable(reason)) => {
+                    self.known_as(table_id, &hint);
+                    return Err(CatalogError::Unavailable(reason));
+                }
+                Ok(None) | Err(CatalogError::Refused(_)) => {
+                    tracing::info!(table_id, name = %hint, "the name the mirror recorded no longer names this table in the catalog; looking it up by id");
+                }
             }
-        };
-        drop(walking);
-        let loaded = self
-            .client
-            .delta_load_table(&full_name)
-            .await
-            .map_err(catalog_error)?
+        }
+        let full_name = self.name_of(table_id, table_root).await?;
+        let answer = self
+            .load_checked(&full_name, table_id, table_root)
+            .await?
             .ok_or_else(|| {
                 if let Ok(mut names) = self.names.lock() {
                     names.remove(table_id);
@@ -160,6 +143,89 @@ impl UnityCommits {
                     self.describe()
                 ))
             })?;
+        Ok((answer, full_name))
+    }
+
+    /// The hint of `table_id`'s name, taken, while the process has not found the name itself.
+    fn take_hint(&self, table_id: &str) -> Option<String> {
+        let known = self.names.lock().ok()?.contains_key(table_id);
+        let hint = self.hints.lock().ok()?.remove(table_id);
+        hint.filter(|_| !known)
+    }
+
+    /// Whether `table_id` has a name to ask by: found by this process, or recorded.
+    fn has_name(&self, table_id: &str) -> bool {
+        let found = self
+            .names
+            .lock()
+            .is_ok_and(|names| names.contains_key(table_id));
+        found
+            || self
+                .hints
+                .lock()
+                .is_ok_and(|hints| hints.contains_key(table_id))
+    }
+
+    /// The full name of the table of id `table_id`: as this process found it, else found by
+    /// walking the catalog (one walk at a time), its location checked.
+    async fn name_of(&self, table_id: &str, table_root: &str) -> Result<String, CatalogError> {
+        let known = || {
+            self.names
+                .lock()
+                .ok()
+                .and_then(|n| n.get(table_id).cloned())
+        };
+        if let Some(name) = known() {
+            return Ok(name);
+        }
+        let _walking = self.walking.lock().await;
+        if let Some(name) = known() {
+            return Ok(name);
+        }
+        if let Some(refusal) = self.remembered_refusal(table_id) {
+            return Err(CatalogError::Refused(refusal));
+        }
+        let Some(table) = self.find_table(table_id).await? else {
+            let refusal = format!(
+                "{} has no table of id {table_id} (the id the Delta table's configuration names, io.unitycatalog.tableId): the table is managed by another catalog, or was dropped there. Point UC_URL at the catalog that manages it",
+                self.describe()
+            );
+            // Only this answer is remembered: not a failure on the way.
+            if let Ok(mut not_found) = self.not_found.lock() {
+                not_found.retain(|_, (since, _)| since.elapsed() < NOT_FOUND_FOR);
+                not_found.insert(table_id.to_string(), (Instant::now(), refusal.clone()));
+            }
+            return Err(CatalogError::Refused(refusal));
+        };
+        let name = table.full_name();
+        self.check_location(
+            table_id,
+            table_root,
+            table.storage_location.as_deref(),
+            &name,
+        )?;
+        if let Ok(mut names) = self.names.lock() {
+            names.insert(table_id.to_string(), name.clone());
+        }
+        Ok(name)
+    }
+
+    /// `loadTable` of `full_name`, checked to be the table of id `table_id` at `table_root`,
+    /// managed by the catalog; None when the name holds no table.
+    async fn load_checked(
+        &self,
+        full_name: &str,
+        table_id: &str,
+        table_root: &str,
+    ) -> Result<Option<CommitsAnswer>, CatalogError> {
+        let Some(loaded) = self
+            .client
+            .delta_load_table(full_name)
+            .await
+            .map_err(catalog_error)?
+        else {
+            return Ok(None);
+        };
         if loaded.metadata.table_uuid != table_id {
             return Err(CatalogError::Refused(format!(
                 "{} keeps {full_name} as table id {}, not {table_id} as the Delta table's configuration says",
@@ -171,7 +237,7 @@ impl UnityCommits {
             table_id,
             table_root,
             Some(&loaded.metadata.location),
-            &full_name,
+            full_name,
         )?;
         let latest = loaded.latest_table_version.ok_or_else(|| {
             CatalogError::Refused(format!(
@@ -179,10 +245,10 @@ impl UnityCommits {
                 self.describe()
             ))
         })?;
-        Ok(CommitsAnswer {
+        Ok(Some(CommitsAnswer {
             commits: loaded.commits,
             latest_table_version: latest,
-        })
+        }))
     }
 
     /// The table of id `table_id`, by listing every catalog, schema and table (each list at
@@ -251,13 +317,16 @@ impl CommitCatalog for UnityCommits {
     }
 
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError> {
+        // A table with a name to ask by was answered through `loadTable` before: one request
+        // either way, and a server without the preview route is not asked for it again.
+        let by_name = self.has_name(table_id);
         let route_missing = self
             .no_preview_route
             .lock()
             .ok()
             .and_then(|since| *since)
             .is_some_and(|since| since.elapsed() < NO_ROUTE_FOR);
-        let preview = match route_missing {
+        let preview = match by_name || route_missing {
             true => PreviewAnswer::NoRoute,
             false => self
                 .client
@@ -265,8 +334,8 @@ impl CommitCatalog for UnityCommits {
                 .await
                 .map_err(catalog_error)?,
         };
-        let answer = match preview {
-            PreviewAnswer::Answered(answer) => answer,
+        let (answer, name) = match preview {
+            PreviewAnswer::Answered(answer) => (answer, None),
             PreviewAnswer::NoSuchTable(reason) => {
                 return Err(CatalogError::Refused(format!(
                     "{} does not coordinate the commits of table id {table_id} at {table_root} ({reason}): the id names another table, or the table moved",
@@ -275,10 +344,11 @@ impl CommitCatalog for UnityCommits {
             }
             PreviewAnswer::NoRoute => {
                 let answered = self.through_load_table(table_id, table_root).await;
-                if let Ok(mut remembered) = self.no_preview_route.lock() {
+                if let (false, Ok(mut remembered)) = (by_name, self.no_preview_route.lock()) {
                     *remembered = route_missing_since(*remembered, answered.is_ok());
                 }
-                answered?
+                let (answer, name) = answered?;
+                (answer, Some(name))
             }
         };
         let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
@@ -293,7 +363,14 @@ impl CommitCatalog for UnityCommits {
             answer.latest_table_version,
             commits,
         )
+        .map(|ratified| ratified.named(name))
         .map_err(CatalogError::Refused)
+    }
+
+    fn known_as(&self, table_id: &str, name: &str) {
+        if let Ok(mut hints) = self.hints.lock() {
+            hints.insert(table_id.to_string(), name.to_string());
+        }
     }
 }
 

@@ -31,6 +31,8 @@ from acceptance.mirror_check import files_of_current_snapshot
 from conftest import REPO
 from rig import catalog_managed as cm
 from rig import judge
+from rig import unity
+from rig.fault_proxy import FaultProxy
 
 CATALOG_MANAGED_0 = REPO.parent / "shared" / "catalog-managed" / "catalog_managed_0"
 CM0_FIELDS = [cm.field_of("part1", "integer"), cm.field_of("col1", "integer")]
@@ -578,3 +580,63 @@ def test_a_commit_published_past_the_catalogs_newest_version_is_not_read(
     fresh = sync(lakemirror, table.location, glue_database, unity_schema.url, "--glue-table", "fresh")
     assert (fresh.json["action"], fresh.json["delta_version"]) == ("created", 1)
     assert assert_mirror(table, glue_database, "fresh", 1, tmp_path) == [(1, "ratified")]
+
+
+# ---------------------------------------------------------------- the catalog's name, recorded
+
+CATALOG_TABLE_NAME_PROPERTY = "lakemirror.delta.catalog-table-name"
+
+
+def catalog_requests(proxy: FaultProxy, since: int) -> list[str]:
+    """The catalog requests the proxy saw after the first `since`, by path."""
+    with proxy.lock:
+        return [path.split("?")[0].removeprefix(unity.API) for _, path in proxy.seen[since:]]
+
+
+def test_a_fresh_process_asks_the_catalog_once_by_the_name_the_mirror_recorded(
+        unity_schema, glue_database, lakemirror, tmp_path):
+    table = cm.create(unity_schema, "clicks", FIELDS)
+    table.commit(1, table.write("a.parquet", rows("clicks", 1)))
+    with FaultProxy(unity_schema.url, rate=0.0) as proxy:
+        # The first process finds the table by its id (uc-server 0.0.11 has no preview route).
+        first = sync(lakemirror, table.location, glue_database, proxy.url)
+        name = first.json["table"]
+        first_requests = catalog_requests(proxy, 0)
+        assert "/tables" in first_requests, first_requests
+        properties = judge.glue_catalog().load_table((glue_database, name)).properties
+        assert properties.get(CATALOG_TABLE_NAME_PROPERTY) == table.full_name
+
+        table.commit(2, table.write("b.parquet", rows("clicks", 2)))
+        mark = len(proxy.seen)
+        second = sync(lakemirror, table.location, glue_database, proxy.url)
+        assert second.json["delta_version"] == 2
+        assert catalog_requests(proxy, mark) == [table.delta_api], "one loadTable, by the recorded name"
+    assert_mirror(table, glue_database, name, 2, tmp_path)
+
+
+def test_a_recorded_name_pointing_at_another_table_is_checked_and_gets_nothing_of_it(
+        unity_schema, glue_database, lakemirror, tmp_path):
+    victim = cm.create(unity_schema, "salaries", FIELDS)
+    victim.commit(1, victim.write("v.parquet", rows("victim", 7)))
+    victim_name = sync(lakemirror, victim.location, glue_database, unity_schema.url).json["table"]
+    attacker = cm.create(unity_schema, "orders", FIELDS)
+    attacker.commit(1, attacker.write("a.parquet", rows("attacker", 1)))
+    attacker_name = sync(lakemirror, attacker.location, glue_database, unity_schema.url).json["table"]
+    victim_before = glue_state(glue_database, victim_name)
+
+    # The attacker's writer rewrites its mirror's current metadata file in place: the name
+    # recorded for its table is now the victim's.
+    _, location = glue_state(glue_database, attacker_name)
+    metadata = json.loads(cm.get(location))
+    assert metadata["properties"][CATALOG_TABLE_NAME_PROPERTY] == attacker.full_name
+    metadata["properties"][CATALOG_TABLE_NAME_PROPERTY] = victim.full_name
+    cm.put(location, json.dumps(metadata).encode())
+
+    attacker.commit(2, attacker.write("b.parquet", rows("attacker", 2)))
+    synced = sync(lakemirror, attacker.location, glue_database, unity_schema.url)
+    assert synced.json["delta_version"] == 2
+    assert_mirror(attacker, glue_database, attacker_name, 2, tmp_path)
+    properties = judge.glue_catalog().load_table((glue_database, attacker_name)).properties
+    assert properties[CATALOG_TABLE_NAME_PROPERTY] == attacker.full_name, "its own name, found by its id"
+    assert glue_state(glue_database, victim_name) == victim_before
+    assert_mirror(victim, glue_database, victim_name, 1, tmp_path)

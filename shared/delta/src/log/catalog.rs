@@ -19,6 +19,14 @@ impl DeltaLog {
         self
     }
 
+    /// Tells the log's catalog, if any, the name it gave the table of id `table_id` when it
+    /// was last asked ([`CommitCatalog::known_as`]): a hint it checks before it trusts it.
+    pub fn catalog_knows_as(&self, table_id: &str, name: &str) {
+        if let Some(catalog) = &self.commit_catalog {
+            catalog.known_as(table_id, name);
+        }
+    }
+
     /// How this log reads a catalog-managed table (its tail); None when it is not known to
     /// be one.
     pub fn tail(&self) -> Option<&CatalogManaged> {

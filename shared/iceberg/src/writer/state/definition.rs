@@ -111,10 +111,17 @@ pub(super) fn set_definition_properties(
     }
     match plan.catalog_table_id.take() {
         Some(Some(id)) => {
+            if properties.get(CATALOG_TABLE_ID_PROPERTY) != Some(&id) {
+                properties.remove(CATALOG_TABLE_NAME_PROPERTY);
+            }
             properties.insert(CATALOG_TABLE_ID_PROPERTY.to_string(), id);
+            if let Some(name) = plan.catalog_table_name.take() {
+                properties.insert(CATALOG_TABLE_NAME_PROPERTY.to_string(), name);
+            }
         }
         Some(None) => {
             properties.remove(CATALOG_TABLE_ID_PROPERTY);
+            properties.remove(CATALOG_TABLE_NAME_PROPERTY);
         }
         None => {}
     }
