@@ -178,7 +178,9 @@ pub async fn finish(
     let started = Instant::now();
     let (data, metadata_store) = plan_stores(plan, &lake.stores, &counters)?;
     let snapshot = read_version(lake, &data, plan, FileFilter::new(|_| false)).await?;
-    let definition = plan_full_taking(data.scope(), None, snapshot, plan.format_version())?;
+    let tail = snapshot.catalog_managed.clone();
+    let mut definition = plan_full_taking(data.scope(), None, snapshot, plan.format_version())?;
+    definition.record_catalog(tail.as_ref());
     let writer = MetadataWriter::new(metadata_store.clone(), data.clone())
         .with_format_version(plan.format_version());
     let staged = writer

@@ -194,12 +194,13 @@ impl GroupedBootstrap {
                 "wrote a group of the bootstrap"
             );
         }
-        let definition = plan_full_taking(
+        let mut definition = plan_full_taking(
             &self.scope,
             None,
             self.snapshot.clone(),
             writer.format_version(),
         )?;
+        definition.record_catalog(self.snapshot.catalog_managed.as_ref());
         let staged = writer
             .stage_parts(definition, snapshot_id, self.buckets, self.groups)
             .await?;

@@ -365,10 +365,7 @@ async fn commit_planned(
 ) -> Result<Commit> {
     let mut plans = planned.plans;
     if let Some(newest) = plans.last_mut() {
-        newest.catalog_table_id = Some(log.tail().and_then(|c| c.table_id().map(str::to_string)));
-        newest.catalog_table_name = log
-            .tail()
-            .and_then(|c| c.catalog_name().map(str::to_string));
+        newest.record_catalog(log.tail());
     }
     if plans.is_empty() && planned.grouped.is_none() {
         return Ok(Commit::Landed);
@@ -1165,7 +1162,8 @@ mod catalog_managed_tests {
     use super::*;
     use lakemirror_delta::catalog_managed::RatifiedCommit;
     use lakemirror_delta::test_tables::{
-        InMemoryCommitCatalog, add, catalog_managed_commit, commit_info, write_commit, write_staged,
+        InMemoryCommitCatalog, add, catalog_managed_commit, commit_info, write_checkpoint,
+        write_commit, write_staged,
     };
     use lakemirror_iceberg::catalog::InMemoryCatalog;
     use lakemirror_plan::properties::{CATALOG_TABLE_ID_PROPERTY, CATALOG_TABLE_NAME_PROPERTY};
@@ -1292,6 +1290,58 @@ mod catalog_managed_tests {
                 .get(CATALOG_TABLE_ID_PROPERTY)
                 .map(String::as_str),
             Some("uc-2")
+        );
+    }
+
+    /// A catalog-managed table bootstrapped in groups records its catalog's id like any other
+    /// bootstrap: a mirror without it is never asked about again and stays at the published
+    /// log without saying so.
+    #[tokio::test(start_paused = true)]
+    async fn a_catalog_managed_table_bootstrapped_in_groups_is_read_as_its_catalog_has_it_after() {
+        let rig = rig().await;
+        let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
+        rig.commits.ratify("uc-1", first.clone());
+        rig.publish(&first).await;
+        let mut checkpoint = catalog_managed_commit("t", "uc-1", &[("id", "long")]);
+        checkpoint.remove(0); // its commitInfo
+        for name in [
+            "a.parquet",
+            "b.parquet",
+            &format!("{}.parquet", first.file_name),
+        ] {
+            checkpoint.push(add(name, 10, &[]));
+        }
+        write_checkpoint(&rig.table, 1, &checkpoint).await;
+        let mut request = SyncRequest {
+            known_version: Some(1),
+            ..SyncRequest::new(ROOT, "lake")
+        };
+        request.settings.bootstrap_group_files = 1;
+        let created = sync_table(&rig.lake, &request, Arc::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            (created.action, created.delta_version, created.added_files),
+            (SyncAction::Created, Some(1), 3)
+        );
+
+        let second = rig.stage(2, "00000000-0000-4000-8000-000000000002").await;
+        rig.commits.ratify("uc-1", second);
+        let synced = rig.sync(2).await.unwrap();
+        assert_eq!(
+            (synced.action, synced.delta_version),
+            (SyncAction::Synced, Some(2))
+        );
+        let properties = rig.catalog.parameters("lake", "managed").unwrap();
+        let (bytes, _) = rig
+            .table
+            .get(&properties["metadata_location"])
+            .await
+            .unwrap();
+        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            metadata.properties().get(CATALOG_TABLE_ID_PROPERTY),
+            Some(&"uc-1".to_string())
         );
     }
 

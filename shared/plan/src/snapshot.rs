@@ -22,7 +22,7 @@ use lakemirror_delta::actions::{
 };
 use lakemirror_delta::deletion_vector::DeletionVector;
 use lakemirror_delta::schema::parse_schema;
-use lakemirror_delta::{DeltaCommit, DeltaSnapshot, LogPath, TableScope};
+use lakemirror_delta::{CatalogManaged, DeltaCommit, DeltaSnapshot, LogPath, TableScope};
 
 /// What the planner needs to know of the Iceberg table as it is now.
 #[derive(Debug, Clone)]
@@ -134,6 +134,17 @@ pub struct SnapshotPlan {
     /// table with `delta.enableRowTracking`): sequence numbers follow Delta versions, data
     /// files keep Delta's row IDs, and the table's next row ID follows this high-water mark.
     pub row_lineage: Option<RowLineage>,
+}
+
+impl SnapshotPlan {
+    /// Records how the Delta table was read (`tail`, the log's): catalog-managed, with its
+    /// catalog's id and the name the catalog answered by, or not. Every plan that ends a
+    /// sync, grouped or fanned out too, records it: a mirror that lacks the id is never
+    /// asked about again and stays at its published log without saying so.
+    pub fn record_catalog(&mut self, tail: Option<&CatalogManaged>) {
+        self.catalog_table_id = Some(tail.and_then(|c| c.table_id().map(str::to_string)));
+        self.catalog_table_name = tail.and_then(|c| c.catalog_name().map(str::to_string));
+    }
 }
 
 /// Delta's row tracking as a snapshot carries it.

@@ -320,7 +320,10 @@ mod tests {
         let log = log.ask_catalog(Some("uc-1")).await.unwrap();
         let before = table.counters().totals().requests;
         assert!(log.has_commit(2).await.unwrap());
-        assert!(!log.has_commit(3).await.unwrap(), "past the catalog's newest");
+        assert!(
+            !log.has_commit(3).await.unwrap(),
+            "past the catalog's newest"
+        );
         assert_eq!(table.counters().totals().requests - before, 1);
     }
 
