@@ -119,15 +119,18 @@ def commit_lines(*actions, timestamp: int | None = None, operation: str = "WRITE
     return "\n".join(json.dumps(a) for a in (info, *actions)).encode()
 
 
-def first_commit(table_id: str, fields: list[dict], partition_columns=(), configuration=None) -> bytes:
-    """Version 0 of a catalog-managed table whose configuration names catalog id `table_id`."""
+def first_commit(table_id: str, fields: list[dict], partition_columns=(), configuration=None,
+                 timestamp: int | None = None) -> bytes:
+    """Version 0 of a catalog-managed table whose configuration names catalog id `table_id`,
+    committed at `timestamp` (now by default)."""
+    timestamp = timestamp or int(time.time() * 1000)
     schema = {"type": "struct", "fields": fields}
     metadata = {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
                              "schemaString": json.dumps(schema), "partitionColumns": list(partition_columns),
                              "configuration": {"delta.enableInCommitTimestamps": "true", TABLE_ID_KEY: table_id,
                                                **(configuration or {})},
-                             "createdTime": int(time.time() * 1000)}}
-    return commit_lines(metadata, LOG_PROTOCOL, operation="CREATE TABLE")
+                             "createdTime": timestamp}}
+    return commit_lines(metadata, LOG_PROTOCOL, timestamp=timestamp, operation="CREATE TABLE")
 
 
 def field_of(name: str, type_: str) -> dict:
@@ -207,10 +210,12 @@ class ManagedTable:
         """A data file of this table; its add action."""
         return write_data_file(self.location, name, table, partition_values)
 
-    def stage(self, version: int, *actions, file_uuid: str | None = None) -> StagedCommit:
-        """Writes a staged commit of `version` (its actions after a commitInfo), as a writer does
-        before it asks the catalog; nothing is ratified."""
-        timestamp = int(time.time() * 1000)
+    def stage(self, version: int, *actions, file_uuid: str | None = None,
+              timestamp: int | None = None) -> StagedCommit:
+        """Writes a staged commit of `version` (its actions after a commitInfo, in-commit
+        timestamp `timestamp` or now), as a writer does before it asks the catalog; nothing is
+        ratified."""
+        timestamp = timestamp or int(time.time() * 1000)
         body = commit_lines(*actions, timestamp=timestamp)
         file_name = f"{version:020}.{file_uuid or uuid.uuid4()}.json"
         staged = StagedCommit(version, file_name, self.uri(f"_delta_log/_staged_commits/{file_name}"), body,
@@ -240,9 +245,9 @@ class ManagedTable:
         self.ratified[staged.version] = staged
         return r.json()
 
-    def commit(self, version: int, *actions) -> StagedCommit:
+    def commit(self, version: int, *actions, timestamp: int | None = None) -> StagedCommit:
         """Stages and ratifies, as a writer that wins its version does."""
-        staged = self.stage(version, *actions)
+        staged = self.stage(version, *actions, timestamp=timestamp)
         self.ratify(staged)
         return staged
 
@@ -333,8 +338,8 @@ def create(schema: UnitySchema, name: str, fields: list[dict], partition_columns
            timestamp: int | None = None) -> ManagedTable:
     """Creates a catalog-managed table as a writer does: reserves it, writes version 0 at the
     location the server chose (a copy of the table at `source`, its `io.unitycatalog.tableId`
-    rewritten to the id the server issued, or a new first commit of `fields`), and creates
-    the MANAGED table."""
+    rewritten to the id the server issued, or a new first commit of `fields` at `timestamp`),
+    and creates the MANAGED table."""
     table_id, location = reserve(schema, name)
     if source is not None:
         for path in sorted(p for p in Path(source).rglob("*") if p.is_file()):
@@ -344,7 +349,8 @@ def create(schema: UnitySchema, name: str, fields: list[dict], partition_columns
                 body = with_table_id(body, table_id)
             put(f"{location}/{relative}", body)
     else:
-        put(f"{location}/_delta_log/{0:020}.json", first_commit(table_id, fields, partition_columns))
+        first = first_commit(table_id, fields, partition_columns, timestamp=timestamp)
+        put(f"{location}/_delta_log/{0:020}.json", first)
     r = schema.server.api("POST", f"/delta/v1/catalogs/{schema.catalog}/schemas/{schema.schema}/tables", json={
         "name": name, "location": location, "table-type": "MANAGED", "data-source-format": "DELTA",
         "columns": {"type": "struct", "fields": fields}, "partition-columns": list(partition_columns),

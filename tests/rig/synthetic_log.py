@@ -7,7 +7,8 @@ laid out as
 - v2: a checkpoint naming `parts` sidecar files in `_delta_log/_sidecars/` (v2Checkpoint
   table feature).
 
-Used by tests/bench/scale.py (1M and 10M files) and the fan-out tests (a few thousand).
+Used by tests/bench/scale.py (1M and 10M files), tests/bench/floor.py (also catalog-managed, with
+its protocol and table id) and the fan-out tests (a few thousand).
 """
 
 import json
@@ -71,14 +72,18 @@ def adds(first: int, count: int, now: int) -> pa.Array:
     ], fields=list(ADD))
 
 
-def definition_rows(schema: pa.Schema, v2: bool) -> pa.Table:
+def definition_rows(schema: pa.Schema, v2: bool, protocol: dict | None = None,
+                    configuration: dict | None = None) -> pa.Table:
+    """The protocol and metaData rows; `protocol` and `configuration` replace the defaults (a
+    catalog-managed table's features and its catalog's table id)."""
     now = int(time.time() * 1000)
-    protocol = ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"],
-                 "writerFeatures": ["v2Checkpoint"]} if v2 else
-                {"minReaderVersion": 1, "minWriterVersion": 2, "readerFeatures": None, "writerFeatures": None})
+    protocol = protocol or ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"],
+                             "writerFeatures": ["v2Checkpoint"]} if v2 else
+                            {"minReaderVersion": 1, "minWriterVersion": 2, "readerFeatures": None,
+                             "writerFeatures": None})
     metadata = {"id": "scale-bench", "name": None, "description": None,
                 "format": {"provider": "parquet", "options": []}, "schemaString": SCHEMA_STRING,
-                "partitionColumns": [], "configuration": [], "createdTime": now}
+                "partitionColumns": [], "configuration": list((configuration or {}).items()), "createdTime": now}
     columns = {f.name: pa.nulls(2, f.type) for f in schema}
     columns["protocol"] = pa.array([protocol, None], PROTOCOL)
     columns["metaData"] = pa.array([None, metadata], METADATA)
@@ -98,21 +103,24 @@ def write_adds(path: Path, schema: pa.Schema, first: int, count: int, definition
             writer.write_table(pa.table(columns, schema=schema))
 
 
-def generate(root: Path, n: int, layout: str, parts: int) -> dict:
-    """The log of a table of `n` files: a checkpoint at VERSION in `layout`, `_last_checkpoint`."""
+def generate(root: Path, n: int, layout: str, parts: int, protocol: dict | None = None,
+             configuration: dict | None = None) -> dict:
+    """The log of a table of `n` files: a checkpoint at VERSION in `layout`, `_last_checkpoint`;
+    `protocol` and `configuration` as definition_rows takes them."""
     log = root / "_delta_log"
     log.mkdir(parents=True)
     started = time.perf_counter()
     v = f"{VERSION:020}"
+    definition = definition_rows(CHECKPOINT, False, protocol, configuration)
     if layout == "classic":
-        write_adds(log / f"{v}.checkpoint.parquet", CHECKPOINT, 0, n, definition_rows(CHECKPOINT, False))
+        write_adds(log / f"{v}.checkpoint.parquet", CHECKPOINT, 0, n, definition)
         hint = {"version": VERSION, "size": n + 2}
     elif layout == "multi-part":
         per = -(-n // parts)
         for p in range(parts):
             first = p * per
             write_adds(log / f"{v}.checkpoint.{p + 1:010}.{parts:010}.parquet", CHECKPOINT, first,
-                       max(0, min(per, n - first)), definition_rows(CHECKPOINT, False) if p == 0 else None)
+                       max(0, min(per, n - first)), definition if p == 0 else None)
         hint = {"version": VERSION, "size": n + 2, "parts": parts}
     else:  # v2: the top-level checkpoint names its sidecars
         (log / "_sidecars").mkdir()
@@ -124,7 +132,7 @@ def generate(root: Path, n: int, layout: str, parts: int) -> dict:
             write_adds(log / "_sidecars" / name, SIDECAR_SCHEMA, first, max(0, min(per, n - first)))
             sidecars.append({"path": name, "sizeInBytes": (log / "_sidecars" / name).stat().st_size,
                              "modificationTime": int(time.time() * 1000), "tags": None})
-        top = definition_rows(V2_TOP, True)
+        top = definition_rows(V2_TOP, True, protocol, configuration)
         rows = {f.name: pa.nulls(parts, f.type) for f in V2_TOP}
         rows["sidecar"] = pa.array(sidecars, SIDECAR)
         meta = {f.name: pa.nulls(1, f.type) for f in V2_TOP}
@@ -137,10 +145,11 @@ def generate(root: Path, n: int, layout: str, parts: int) -> dict:
     return {"seconds": time.perf_counter() - started, "log_mb": size_mb}
 
 
-def commit_one_file(root: Path, n: int):
+def commit_one_file(root: Path, n: int, version: int = VERSION + 1):
+    """Commits `version` (the one after the checkpoint by default): one more file, the n-th."""
     add = {"add": {"path": f"part-{n:09}-new.c000.snappy.parquet", "partitionValues": {}, "size": 1000,
                    "modificationTime": int(time.time() * 1000), "dataChange": True,
                    "stats": json.dumps({"numRecords": 10, "minValues": {"id": 0}, "maxValues": {"id": 9},
                                         "nullCount": {"id": 0}})}}
     info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
-    (root / "_delta_log" / f"{VERSION + 1:020}.json").write_text(json.dumps(info) + "\n" + json.dumps(add) + "\n")
+    (root / "_delta_log" / f"{version:020}.json").write_text(json.dumps(info) + "\n" + json.dumps(add) + "\n")
