@@ -314,20 +314,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_version_the_catalog_lists_is_read_from_its_staged_file_in_one_request() {
-        let (table, catalog) = managed().await;
-        let log = DeltaLog::new(table.clone()).with_commit_catalog(Some(catalog));
-        let log = log.ask_catalog(Some("uc-1")).await.unwrap();
-        let before = table.counters().totals().requests;
-        assert!(log.has_commit(2).await.unwrap());
-        assert!(
-            !log.has_commit(3).await.unwrap(),
-            "past the catalog's newest"
-        );
-        assert_eq!(table.counters().totals().requests - before, 1);
-    }
-
-    #[tokio::test]
     async fn a_version_neither_published_nor_listed_is_a_gap_named_in_the_error() {
         let (table, catalog) = managed().await;
         // The catalog forgets version 1 though it was never published.

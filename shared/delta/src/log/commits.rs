@@ -150,11 +150,9 @@ impl DeltaLog {
             .map(Some)
     }
 
-    /// The bytes of commit `version`, read within the limits: for a catalog-managed table, the
-    /// staged file its catalog lists as ratified for that version (published or not, the same
-    /// bytes: publication copies it), else the published file; None when neither exists (or
-    /// the catalog's newest version is older). A version the catalog lists costs one request,
-    /// not a miss on the published name first.
+    /// The bytes of commit `version`, read within the limits: its published file, else, for
+    /// a catalog-managed table, the staged file its catalog ratified; None when neither
+    /// exists (or the catalog's newest version is older).
     pub(super) async fn commit_file_bytes(
         &self,
         version: i64,
@@ -167,11 +165,15 @@ impl DeltaLog {
             return Ok(None);
         }
         let published = self.commit_file(version);
+        if let Some(found) = self
+            .table
+            .get_at_most(&published, self.limits.file_bytes)
+            .await?
+        {
+            return Ok(Some(found));
+        }
         let Some(commit) = ratified.and_then(|r| r.commits.get(&version).cloned()) else {
-            return Ok(self
-                .table
-                .get_at_most(&published, self.limits.file_bytes)
-                .await?);
+            return Ok(None);
         };
         let staged = self.staged_file(&commit.file_name);
         if let Some(found) = self
