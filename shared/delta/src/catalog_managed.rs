@@ -151,10 +151,11 @@ pub trait CommitCatalog: Send + Sync + std::fmt::Debug {
     /// must be `table_root`: an answer about a table stored elsewhere is refused.
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError>;
 
-    /// The name the catalog gave `table_id` when last asked ([`Ratified::name`], as the
-    /// mirror recorded it): a hint to ask by, which a catalog checks as it checks any answer
-    /// (the table's id and location), never a fact. Ignored by default.
-    fn known_as(&self, _table_id: &str, _name: &str) {}
+    /// The name the catalog gave `table_id` at `table_root` when last asked
+    /// ([`Ratified::name`], as the mirror recorded it): a hint to ask by, which a catalog
+    /// checks as it checks any answer (the table's id and location), never a fact. Ignored
+    /// by default.
+    fn known_as(&self, _table_id: &str, _table_root: &str, _name: &str) {}
 }
 
 impl Ratified {

@@ -259,7 +259,7 @@ impl crate::catalog_managed::CommitCatalog for InMemoryCommitCatalog {
             .map_err(CatalogError::Refused)
     }
 
-    fn known_as(&self, table_id: &str, name: &str) {
+    fn known_as(&self, table_id: &str, _table_root: &str, name: &str) {
         let mut state = self.state.lock().unwrap();
         state.known_as.push((table_id.into(), name.into()));
     }

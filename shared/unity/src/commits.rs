@@ -62,9 +62,11 @@ pub struct UnityCommits {
     client: UnityCatalog,
     /// Table id -> full name, for servers asked through `loadTable`: found by this process.
     names: Mutex<HashMap<String, String>>,
-    /// Table id -> full name as a mirror recorded it ([`CommitCatalog::known_as`]): asked by
-    /// once, before the walk, and trusted only as far as the answer checks out.
-    hints: Mutex<HashMap<String, String>>,
+    /// (table id, table root) -> full name as the table's mirror recorded it
+    /// ([`CommitCatalog::known_as`]): asked by once, before anything else, and trusted only
+    /// as far as the answer checks out; keyed by the root too, so no other table's mirror
+    /// can choose the name a table is asked by.
+    hints: Mutex<HashMap<(String, String), String>>,
     /// Table ids the catalog was found not to hold, and the refusal, since when: a made-up
     /// id in one table's configuration costs one walk of the catalog per
     /// [`NOT_FOUND_FOR`], not one per sync.
@@ -106,27 +108,29 @@ impl UnityCommits {
     }
 
     /// The server's answer through `loadTable`, for a server without the preview route, and
-    /// the table's name it was asked by. A name the mirror recorded is asked first; one that
-    /// names no table, or another one, is dropped for the walk by id.
+    /// the table's name it was asked by. A name this process found that no longer holds the
+    /// table (renamed, or its name taken by another table) is dropped and the catalog walked
+    /// once more.
     async fn through_load_table(
         &self,
         table_id: &str,
         table_root: &str,
     ) -> Result<(CommitsAnswer, String), CatalogError> {
-        if let Some(hint) = self.take_hint(table_id) {
-            match self.load_checked(&hint, table_id, table_root).await {
-                Ok(Some(answer)) => {
-                    if let Ok(mut names) = self.names.lock() {
-                        names.insert(table_id.to_string(), hint.clone());
-                    }
-                    return Ok((answer, hint));
-                }
+        let found = self
+            .names
+            .lock()
+            .ok()
+            .and_then(|names| names.get(table_id).cloned());
+        if let Some(name) = found {
+            match self.load_checked(&name, table_id, table_root).await {
+                Ok(Some(answer)) => return Ok((answer, name)),
                 Err(CatalogError::Unavailable(reason)) => {
-                    self.known_as(table_id, &hint);
                     return Err(CatalogError::Unavailable(reason));
                 }
                 Ok(None) | Err(CatalogError::Refused(_)) => {
-                    tracing::info!(table_id, name = %hint, "the name the mirror recorded no longer names this table in the catalog; looking it up by id");
+                    if let Ok(mut names) = self.names.lock() {
+                        names.remove(table_id);
+                    }
                 }
             }
         }
@@ -146,24 +150,37 @@ impl UnityCommits {
         Ok((answer, full_name))
     }
 
-    /// The hint of `table_id`'s name, taken, while the process has not found the name itself.
-    fn take_hint(&self, table_id: &str) -> Option<String> {
-        let known = self.names.lock().ok()?.contains_key(table_id);
-        let hint = self.hints.lock().ok()?.remove(table_id);
-        hint.filter(|_| !known)
-    }
-
-    /// Whether `table_id` has a name to ask by: found by this process, or recorded.
-    fn has_name(&self, table_id: &str) -> bool {
+    /// For a table whose mirror recorded the name the catalog answered by
+    /// ([`CommitCatalog::known_as`]): the answer through that name (or the one this process
+    /// found since), one `loadTable`, checked like any answer. None without a recorded name,
+    /// or when the name no longer answers for this table: the catalog is then asked as
+    /// without it (the preview route, or the walk by id).
+    async fn through_recorded_name(
+        &self,
+        table_id: &str,
+        table_root: &str,
+    ) -> Option<(CommitsAnswer, String)> {
+        let key = (table_id.to_string(), table_root.to_string());
+        let recorded = self.hints.lock().ok()?.remove(&key)?;
         let found = self
             .names
             .lock()
-            .is_ok_and(|names| names.contains_key(table_id));
-        found
-            || self
-                .hints
-                .lock()
-                .is_ok_and(|hints| hints.contains_key(table_id))
+            .ok()
+            .and_then(|names| names.get(table_id).cloned());
+        let name = found.unwrap_or(recorded);
+        let answered = self.load_checked(&name, table_id, table_root).await;
+        let mut names = self.names.lock().ok()?;
+        match answered {
+            Ok(Some(answer)) => {
+                names.insert(table_id.to_string(), name.clone());
+                Some((answer, name))
+            }
+            Ok(None) | Err(_) => {
+                names.remove(table_id);
+                tracing::info!(table_id, %name, "the table's recorded name does not answer for it; asking the catalog as without it");
+                None
+            }
+        }
     }
 
     /// The full name of the table of id `table_id`: as this process found it, else found by
@@ -290,6 +307,30 @@ impl UnityCommits {
         Ok(None)
     }
 
+    /// The catalog's answer as the log takes it, checked ([`Ratified::new`]), with the name it
+    /// was asked by, if any.
+    fn answer(
+        &self,
+        table_id: &str,
+        answer: CommitsAnswer,
+        name: Option<String>,
+    ) -> Result<Ratified, CatalogError> {
+        let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
+            version: c.version,
+            file_name: c.file_name,
+            size: u64::try_from(c.file_size).unwrap_or_default(),
+            modified_ms: c.file_modification_timestamp,
+        });
+        Ratified::new(
+            self.describe(),
+            table_id.to_string(),
+            answer.latest_table_version,
+            commits,
+        )
+        .map(|ratified| ratified.named(name))
+        .map_err(CatalogError::Refused)
+    }
+
     /// Refuses an answer about a table the catalog keeps elsewhere than `table_root`: a Delta
     /// table whose configuration names another table's id gets nothing of that table.
     fn check_location(
@@ -317,16 +358,16 @@ impl CommitCatalog for UnityCommits {
     }
 
     async fn ratified(&self, table_id: &str, table_root: &str) -> Result<Ratified, CatalogError> {
-        // A table with a name to ask by was answered through `loadTable` before: one request
-        // either way, and a server without the preview route is not asked for it again.
-        let by_name = self.has_name(table_id);
+        if let Some((answer, name)) = self.through_recorded_name(table_id, table_root).await {
+            return self.answer(table_id, answer, Some(name));
+        }
         let route_missing = self
             .no_preview_route
             .lock()
             .ok()
             .and_then(|since| *since)
             .is_some_and(|since| since.elapsed() < NO_ROUTE_FOR);
-        let preview = match by_name || route_missing {
+        let preview = match route_missing {
             true => PreviewAnswer::NoRoute,
             false => self
                 .client
@@ -344,32 +385,20 @@ impl CommitCatalog for UnityCommits {
             }
             PreviewAnswer::NoRoute => {
                 let answered = self.through_load_table(table_id, table_root).await;
-                if let (false, Ok(mut remembered)) = (by_name, self.no_preview_route.lock()) {
+                if let Ok(mut remembered) = self.no_preview_route.lock() {
                     *remembered = route_missing_since(*remembered, answered.is_ok());
                 }
                 let (answer, name) = answered?;
                 (answer, Some(name))
             }
         };
-        let commits = answer.commits.into_iter().map(|c| RatifiedCommit {
-            version: c.version,
-            file_name: c.file_name,
-            size: u64::try_from(c.file_size).unwrap_or_default(),
-            modified_ms: c.file_modification_timestamp,
-        });
-        Ratified::new(
-            self.describe(),
-            table_id.to_string(),
-            answer.latest_table_version,
-            commits,
-        )
-        .map(|ratified| ratified.named(name))
-        .map_err(CatalogError::Refused)
+        self.answer(table_id, answer, name)
     }
 
-    fn known_as(&self, table_id: &str, name: &str) {
+    fn known_as(&self, table_id: &str, table_root: &str, name: &str) {
         if let Ok(mut hints) = self.hints.lock() {
-            hints.insert(table_id.to_string(), name.to_string());
+            let key = (table_id.to_string(), table_root.to_string());
+            hints.insert(key, name.to_string());
         }
     }
 }

@@ -23,7 +23,7 @@ impl DeltaLog {
     /// was last asked ([`CommitCatalog::known_as`]): a hint it checks before it trusts it.
     pub fn catalog_knows_as(&self, table_id: &str, name: &str) {
         if let Some(catalog) = &self.commit_catalog {
-            catalog.known_as(table_id, name);
+            catalog.known_as(table_id, self.table.root_uri(), name);
         }
     }
 

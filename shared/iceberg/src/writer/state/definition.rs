@@ -111,13 +111,13 @@ pub(super) fn set_definition_properties(
     }
     match plan.catalog_table_id.take() {
         Some(Some(id)) => {
-            if properties.get(CATALOG_TABLE_ID_PROPERTY) != Some(&id) {
-                properties.remove(CATALOG_TABLE_NAME_PROPERTY);
-            }
             properties.insert(CATALOG_TABLE_ID_PROPERTY.to_string(), id);
-            if let Some(name) = plan.catalog_table_name.take() {
-                properties.insert(CATALOG_TABLE_NAME_PROPERTY.to_string(), name);
-            }
+            // The name the catalog answered by this time; none (its preview route answers by
+            // id, or no catalog was asked) leaves nothing stale to ask by.
+            match plan.catalog_table_name.take() {
+                Some(name) => properties.insert(CATALOG_TABLE_NAME_PROPERTY.to_string(), name),
+                None => properties.remove(CATALOG_TABLE_NAME_PROPERTY),
+            };
         }
         Some(None) => {
             properties.remove(CATALOG_TABLE_ID_PROPERTY);
