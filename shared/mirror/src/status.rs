@@ -365,8 +365,11 @@ async fn catalog_managed_status(
         lake.stores
             .open(&mirror.delta_table_uri, counters.clone())?,
     );
-    let (asked, published) =
-        futures::join!(log.ask_catalog(Some(table_id)), log.published_version());
+    let known_as = mirror.committed.catalog_table_name();
+    let (asked, published) = futures::join!(
+        log.ask_catalog_known_as(table_id, known_as),
+        log.published_version()
+    );
     let published = published?;
     let read = asked?.tail().cloned();
     let ratified_version = read.as_ref().and_then(|r| r.ratified_version());

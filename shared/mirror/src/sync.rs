@@ -257,12 +257,11 @@ async fn log_for_planning(
         first = Some(new_table);
     }
     let current = read.current.as_ref();
-    let id = current.and_then(CommittedTable::catalog_table_id);
-    if let (Some(id), Some(name)) = (id, current.and_then(CommittedTable::catalog_table_name)) {
-        log.catalog_knows_as(id, name);
-    }
-    match id {
-        Some(id) if log.tail().is_none() => Ok((log.ask_catalog(Some(id)).await?, first)),
+    match current.and_then(CommittedTable::catalog_table_id) {
+        Some(id) if log.tail().is_none() => {
+            let name = current.and_then(CommittedTable::catalog_table_name);
+            Ok((log.ask_catalog_known_as(id, name).await?, first))
+        }
         _ => Ok((log, first)),
     }
 }

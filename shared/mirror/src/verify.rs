@@ -266,7 +266,9 @@ async fn catalog_managed_status(
     let Some(id) = committed.catalog_table_id() else {
         return Ok((log, None));
     };
-    let log = log.ask_catalog(Some(id)).await?;
+    let log = log
+        .ask_catalog_known_as(id, committed.catalog_table_name())
+        .await?;
     let read = log.tail();
     let status = CatalogManagedStatus {
         table_id: Some(id.to_string()),

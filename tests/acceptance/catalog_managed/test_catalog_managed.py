@@ -611,6 +611,13 @@ def test_a_fresh_process_asks_the_catalog_once_by_the_name_the_mirror_recorded(
         second = sync(lakemirror, table.location, glue_database, proxy.url)
         assert second.json["delta_version"] == 2
         assert catalog_requests(proxy, mark) == [table.delta_api], "one loadTable, by the recorded name"
+        # status and verify, each a fresh process too, ask by the recorded name as well.
+        mark = len(proxy.seen)
+        assert status(lakemirror, glue_database, proxy.url)[name]["catalog_managed"]["ratified_version"] == 2
+        assert catalog_requests(proxy, mark) == [table.delta_api]
+        mark = len(proxy.seen)
+        assert verify(lakemirror, table.location, glue_database, proxy.url).returncode == 0
+        assert catalog_requests(proxy, mark) == [table.delta_api]
     assert_mirror(table, glue_database, name, 2, tmp_path)
 
 

@@ -19,12 +19,18 @@ impl DeltaLog {
         self
     }
 
-    /// Tells the log's catalog, if any, the name it gave the table of id `table_id` when it
-    /// was last asked ([`CommitCatalog::known_as`]): a hint it checks before it trusts it.
-    pub fn catalog_knows_as(&self, table_id: &str, name: &str) {
-        if let Some(catalog) = &self.commit_catalog {
+    /// [`Self::ask_catalog`] for a table whose mirror recorded the name its catalog answered
+    /// by (`known_as`): the catalog is told it first ([`CommitCatalog::known_as`]), a hint it
+    /// checks before it trusts it.
+    pub async fn ask_catalog_known_as(
+        &self,
+        table_id: &str,
+        known_as: Option<&str>,
+    ) -> Result<DeltaLog> {
+        if let (Some(catalog), Some(name)) = (&self.commit_catalog, known_as) {
             catalog.known_as(table_id, self.table.root_uri(), name);
         }
+        self.ask_catalog(Some(table_id)).await
     }
 
     /// How this log reads a catalog-managed table (its tail); None when it is not known to
