@@ -3,9 +3,6 @@
 //! table's definition from a checkpoint's footer and two column chunks (ranged reads).
 
 use bytes::Bytes;
-use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::record::{Field, Row};
-use serde_json::Value;
 
 use crate::actions::ActionLine;
 
@@ -132,31 +129,12 @@ pub fn definition_actions_of(bytes: Bytes) -> std::result::Result<Vec<ActionLine
 /// The metaData and protocol rows of a checkpoint of which `file` holds the footer and
 /// those columns' chunks.
 pub fn definition_actions(file: SparseFile) -> std::result::Result<Vec<ActionLine>, String> {
-    use parquet::schema::types::Type;
-    let reader = SerializedFileReader::new(file).map_err(|e| e.to_string())?;
-    let root = reader.metadata().file_metadata().schema();
-    let fields: Vec<_> = root
-        .get_fields()
-        .iter()
-        .filter(|f| DEFINITION_COLUMNS.contains(&f.name()))
-        .cloned()
-        .collect();
-    let projection = Type::group_type_builder(root.name())
-        .with_fields(fields)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let rows = reader
-        .get_row_iter(Some(projection))
-        .map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
-    for row in rows {
-        let row = row.map_err(|e| e.to_string())?;
-        let line: ActionLine =
-            serde_json::from_value(row_to_json(&row)).map_err(|e| e.to_string())?;
+    crate::checkpoint_columns::for_each_row(file, &DEFINITION_COLUMNS, |line| {
         if line.meta_data.is_some() || line.protocol.is_some() {
             lines.push(line);
         }
-    }
+    })?;
     Ok(lines)
 }
 
@@ -198,58 +176,12 @@ pub fn for_each_checkpoint_action(
     crate::checkpoint_columns::for_each_row(bytes, &SNAPSHOT_COLUMNS, each)
 }
 
-/// A checkpoint row as the JSON object the same action has in a commit file.
-fn row_to_json(row: &Row) -> Value {
-    Value::Object(
-        row.get_column_iter()
-            .map(|(name, field)| (name.clone(), field_to_json(field)))
-            .collect(),
-    )
-}
-
-fn field_to_json(field: &Field) -> Value {
-    match field {
-        Field::Null => Value::Null,
-        Field::Bool(b) => Value::Bool(*b),
-        Field::Byte(n) => Value::from(*n),
-        Field::Short(n) => Value::from(*n),
-        Field::Int(n) => Value::from(*n),
-        Field::Long(n) => Value::from(*n),
-        Field::UByte(n) => Value::from(*n),
-        Field::UShort(n) => Value::from(*n),
-        Field::UInt(n) => Value::from(*n),
-        Field::ULong(n) => Value::from(*n),
-        Field::Float(x) => Value::from(*x),
-        Field::Double(x) => Value::from(*x),
-        Field::Str(s) => Value::String(s.clone()),
-        Field::Date(d) => Value::from(*d),
-        Field::TimestampMillis(t) => Value::from(*t),
-        Field::TimestampMicros(t) => Value::from(*t),
-        Field::Group(row) => row_to_json(row),
-        Field::ListInternal(list) => {
-            Value::Array(list.elements().iter().map(field_to_json).collect())
-        }
-        Field::MapInternal(map) => Value::Object(
-            map.entries()
-                .iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        Field::Str(s) => s.clone(),
-                        other => field_to_json(other).to_string(),
-                    };
-                    (key, field_to_json(v))
-                })
-                .collect(),
-        ),
-        // Not used by the actions lakemirror reads.
-        _ => Value::Null,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::log::{LogFileKind, classify};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use serde_json::Value;
 
     #[test]
     fn bytes_that_are_not_parquet_are_refused_before_the_footer_is_decoded() {

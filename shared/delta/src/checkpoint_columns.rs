@@ -11,9 +11,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
 use arrow_schema::DataType;
-use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::reader::ChunkReader;
 use serde_json::{Map, Value};
 
 use crate::actions::{ActionLine, Add};
@@ -25,14 +25,14 @@ const BATCH_ROWS: usize = 8192;
 
 /// Hands each row of the checkpoint's `columns` (top-level names) to `each` as an action
 /// line, in file order.
-pub(crate) fn for_each_row(
-    bytes: Bytes,
+pub(crate) fn for_each_row<T: ChunkReader + 'static>(
+    file: T,
     columns: &[&str],
     mut each: impl FnMut(ActionLine),
 ) -> Result<(), String> {
     // The file's own Parquet types decide the arrow types, not an embedded arrow schema.
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
         .map_err(|e| e.to_string())?;
     let roots: Vec<usize> = builder
         .parquet_schema()
