@@ -1224,6 +1224,18 @@ mod catalog_managed_tests {
             self.table.put(&published, bytes).await.unwrap();
         }
 
+        /// The properties of the `managed` mirror's current metadata.
+        async fn mirror_properties(&self) -> std::collections::HashMap<String, String> {
+            let properties = self.catalog.parameters("lake", "managed").unwrap();
+            let (bytes, _) = self
+                .table
+                .get(&properties["metadata_location"])
+                .await
+                .unwrap();
+            let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
+            metadata.properties().clone()
+        }
+
         async fn sync(&self, known: i64) -> Result<SyncReport> {
             let request = SyncRequest {
                 known_version: Some(known),
@@ -1331,15 +1343,8 @@ mod catalog_managed_tests {
             (synced.action, synced.delta_version),
             (SyncAction::Synced, Some(2))
         );
-        let properties = rig.catalog.parameters("lake", "managed").unwrap();
-        let (bytes, _) = rig
-            .table
-            .get(&properties["metadata_location"])
-            .await
-            .unwrap();
-        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
-            metadata.properties().get(CATALOG_TABLE_ID_PROPERTY),
+            rig.mirror_properties().await.get(CATALOG_TABLE_ID_PROPERTY),
             Some(&"uc-1".to_string())
         );
     }
@@ -1352,16 +1357,11 @@ mod catalog_managed_tests {
         let first = rig.stage(1, "00000000-0000-4000-8000-000000000001").await;
         rig.commits.ratify("uc-1", first);
         rig.sync(1).await.unwrap();
-        let properties = rig.catalog.parameters("lake", "managed").unwrap();
-        let (bytes, _) = rig
-            .table
-            .get(&properties["metadata_location"])
-            .await
-            .unwrap();
-        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
         let name = InMemoryCommitCatalog::name_of("uc-1");
         assert_eq!(
-            metadata.properties().get(CATALOG_TABLE_NAME_PROPERTY),
+            rig.mirror_properties()
+                .await
+                .get(CATALOG_TABLE_NAME_PROPERTY),
             Some(&name)
         );
         assert_eq!(
@@ -1391,13 +1391,9 @@ mod catalog_managed_tests {
         let managed = created.catalog_managed.clone().unwrap();
         assert_eq!(managed.ratified_version, Some(1));
         assert_eq!(managed.limited, None);
-        let properties = rig.catalog.parameters("lake", "managed").unwrap();
-        let metadata_location = properties["metadata_location"].clone();
-        let (bytes, _) = rig.table.get(&metadata_location).await.unwrap();
-        let metadata: iceberg::spec::TableMetadata = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
-            metadata
-                .properties()
+            rig.mirror_properties()
+                .await
                 .get(CATALOG_TABLE_ID_PROPERTY)
                 .map(String::as_str),
             Some("uc-1")
