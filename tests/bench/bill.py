@@ -57,6 +57,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+from catalog_managed import CatalogCounter  # noqa: E402  (tests/bench's: the catalog's requests by kind)
 from cost_curve import DATABASE, ROWS_PER_FILE, SCHEMA, Table, parquet_bytes, seed_approach, sync  # noqa: E402
 from rig import catalog_managed as cm  # noqa: E402
 from rig import judge, unity  # noqa: E402
@@ -215,27 +216,18 @@ def invoke_managed(binary: str, table: Managed, key: str, uc_url: str) -> dict:
     return {**synced[0], "wall_ms": wall_ms}
 
 
-def catalog_kinds(proxy: FaultProxy, mark: int) -> Counter:
-    """The Unity Catalog requests the proxy saw since `mark`, by kind."""
-    with proxy.lock:
-        paths = [path.split("?")[0].removeprefix(unity.API) for _, path in proxy.seen[mark:]]
-    return Counter("loadTable" if p.startswith("/delta/v1/catalogs/") else
-                   "preview/commits" if p.startswith("/delta/preview/commits") else p for p in paths)
-
-
 def measure_managed(binary: str, s3, server: unity.UnityServer, proxy: FaultProxy, recording: Recording,
                     n: int) -> tuple:
     table = Managed(s3, server, n)
     run([binary, "glue-sync", "--table-uri", table.table.location, "--glue-database", DATABASE,
          "--uc-url", proxy.url], dict(os.environ))  # the bootstrap, not priced: once per table
     invoke_managed(binary, table, table.append(), proxy.url)  # as for the plain table: steady state
-    runs = []
+    counter, runs = CatalogCounter(proxy), []
     for _ in range(3):
         key = table.append()
-        with proxy.lock:
-            mark = len(proxy.seen)
+        mark = counter.mark()
         report, tiers = recording.of(lambda: invoke_managed(binary, table, key, proxy.url))
-        runs.append((report, tiers, catalog_kinds(proxy, mark)))
+        runs.append((report, tiers, counter.since(mark)))
     report, tiers, kinds = sorted(runs, key=lambda r: r[0]["wall_ms"])[1]
     print(f"  measured {n} files, catalog-managed", file=sys.stderr)
     return tiers, report["wall_ms"] / 1000, kinds
